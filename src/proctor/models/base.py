@@ -1,0 +1,233 @@
+"""The one model-call path: cache -> concurrency limit -> retries -> structured output -> usage and cost.
+
+Providers only know how to make one request (`Provider.complete`); everything else lives here so that
+every provider and every role behaves the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from proctor.errors import ModelCallError, StructuredOutputError
+from proctor.models.cache import CallCache, cache_key
+from proctor.models.recording import CallRecord, current_scope
+from proctor.models.retry import RetryableError, RetryPolicy
+from proctor.models.structured import ParseError, parse_json, reask_message
+from proctor.models.types import Completion, GenerationParams, Message, RawReply, TokenLogprob, Usage
+
+
+class Provider(Protocol):
+    """One request to one backend. Raise `RetryableError` for transient failures, `ModelCallError` or
+    `UserError` for permanent ones."""
+
+    provider: str
+    model: str
+    supports_json_schema: bool
+
+    def identity(self) -> dict[str, Any]:
+        """What makes replies differ across backends (cache key part). Never includes credentials."""
+        ...
+
+    async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per one million tokens."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.prompt_tokens * self.input_per_mtok + usage.completion_tokens * self.output_per_mtok) / 1e6
+
+
+def _reply_to_json(reply: RawReply) -> dict[str, Any]:
+    return {
+        "text": reply.text,
+        "usage": [reply.usage.prompt_tokens, reply.usage.completion_tokens],
+        "finish_reason": reply.finish_reason,
+        "logprobs": None if reply.logprobs is None else [asdict(t) for t in reply.logprobs],
+    }
+
+
+def _reply_from_json(d: dict[str, Any]) -> RawReply:
+    lps = d.get("logprobs")
+    return RawReply(
+        text=d["text"],
+        usage=Usage(*d["usage"]),
+        finish_reason=d.get("finish_reason"),
+        logprobs=None if lps is None else [TokenLogprob(**t) for t in lps],
+    )
+
+
+class Model:
+    """A provider wrapped in proctor's call path. Create with `proctor.models.get_model`."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        max_concurrency: int = 8,
+        retry: RetryPolicy | None = None,
+        prices: Prices | None = None,
+        cache: CallCache | None = None,
+        max_reasks: int = 2,
+    ) -> None:
+        self.provider = provider
+        self.spec = f"{provider.provider}/{provider.model}"
+        self.max_concurrency = max_concurrency
+        self.retry = retry or RetryPolicy()
+        self.prices = prices or Prices()
+        self.cache = cache
+        self.max_reasks = max_reasks
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    def __repr__(self) -> str:
+        return f"Model({self.spec})"
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # One limiter per event loop: a Semaphore is bound to the loop that first awaits it.
+        loop_id = id(asyncio.get_running_loop())
+        sem = self._semaphores.get(loop_id)
+        if sem is None:
+            sem = self._semaphores[loop_id] = asyncio.Semaphore(self.max_concurrency)
+        return sem
+
+    async def generate(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int | None = 0,
+        json_schema: dict[str, Any] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        stop: tuple[str, ...] | list[str] = (),
+    ) -> Completion:
+        params = GenerationParams(
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            json_schema=json_schema,
+            logprobs=logprobs or top_logprobs > 0,
+            top_logprobs=top_logprobs,
+            stop=tuple(stop),
+        )
+        convo: list[Message] = list(messages)
+        usage = Usage()
+        latency = 0.0
+        cost = 0.0
+        all_cached = True
+        for attempt in range(self.max_reasks + 1):
+            reply, cached, took = await self._call(convo, params)
+            usage = usage + reply.usage
+            latency += took
+            cost += self.prices.cost(reply.usage)
+            all_cached = all_cached and cached
+            if json_schema is None:
+                return Completion(
+                    text=reply.text,
+                    logprobs=reply.logprobs,
+                    usage=usage,
+                    latency_s=latency,
+                    cached=all_cached,
+                    finish_reason=reply.finish_reason,
+                    cost_usd=cost,
+                )
+            try:
+                parsed = parse_json(reply.text, json_schema)
+            except ParseError as e:
+                if attempt == self.max_reasks:
+                    raise StructuredOutputError(
+                        f"{self.spec}: reply did not match the JSON schema after {attempt + 1} tries: {e}",
+                        raw=reply.text,
+                    ) from None
+                convo = [
+                    *convo,
+                    {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": reask_message(str(e), json_schema)},
+                ]
+                continue
+            return Completion(
+                text=reply.text,
+                parsed=parsed,
+                logprobs=reply.logprobs,
+                usage=usage,
+                latency_s=latency,
+                cached=all_cached,
+                finish_reason=reply.finish_reason,
+                cost_usd=cost,
+            )
+        raise AssertionError("unreachable")
+
+    async def _call(self, messages: list[Message], params: GenerationParams) -> tuple[RawReply, bool, float]:
+        """One request through cache, limiter and retries; recorded in the scope's recorder."""
+        scope = current_scope()
+        key = cache_key(self.provider.identity(), {"messages": messages, "params": params.as_key()})
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                reply = _reply_from_json(hit)
+                self._record(scope, reply.usage, 0.0, cached=True, attempts=0)
+                return reply, True, 0.0
+        attempts = 0
+        last: RetryableError | None = None
+        started = time.perf_counter()
+        while attempts <= self.retry.max_retries:
+            attempts += 1
+            try:
+                async with self._semaphore():
+                    t0 = time.perf_counter()
+                    reply = await self.provider.complete(messages, params)
+                    took = time.perf_counter() - t0
+            except RetryableError as e:
+                last = e
+                if attempts > self.retry.max_retries:
+                    break
+                await asyncio.sleep(self.retry.delay(attempts - 1, e.retry_after))
+                continue
+            except ModelCallError as e:
+                self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=e.cause)
+                raise
+            if self.cache is not None:
+                self.cache.put(key, _reply_to_json(reply))
+            self._record(scope, reply.usage, took, cached=False, attempts=attempts)
+            return reply, False, took
+        assert last is not None
+        self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=last.cause)
+        raise ModelCallError(
+            f"{self.spec}: gave up after {attempts} attempts ({last.cause}): {last}",
+            cause=last.cause,
+            status=last.status,
+        )
+
+    def _record(
+        self, scope: Any, usage: Usage, latency: float, cached: bool, attempts: int, error: str | None = None
+    ) -> None:
+        if scope.recorder is None:
+            return
+        scope.recorder.record_call(
+            CallRecord(
+                provider=self.provider.provider,
+                model=self.provider.model,
+                role=scope.role,
+                item_key=scope.item_key,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_usd=self.prices.cost(usage),
+                latency_s=latency,
+                cached=cached,
+                attempts=attempts,
+                error=error,
+            )
+        )
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()

@@ -1,0 +1,178 @@
+"""OpenAI-compatible chat completions over HTTP (OpenAI, vLLM, Ollama, llama.cpp server, ...).
+
+aiohttp rather than the openai SDK: the call path sits in front of every request, and aiohttp keeps
+per-call CPU low enough to stay near a bare client's throughput (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+import aiohttp
+
+from proctor.errors import ModelCallError, UserError
+from proctor.models.retry import RetryableError, parse_retry_after
+from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, Usage
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def resolve_api_key(api_key_env: str | None, base_url: str, where: str) -> str | None:
+    """Read the key from the named environment variable at call time; it is never stored anywhere."""
+    if api_key_env is None:
+        if base_url.rstrip("/") == DEFAULT_BASE_URL:
+            api_key_env = "OPENAI_API_KEY"
+        else:
+            return None
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise UserError(
+            f"{where}: the environment variable {api_key_env} that should hold the API key is not set. "
+            f"Export it (export {api_key_env}=...) or point api_key_env at the variable that holds the key; "
+            f"for a local server that needs no key, remove api_key_env and set base_url."
+        )
+    return key
+
+
+class OpenAICompatProvider:
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key_env: str | None = None,
+        timeout_s: float = 120.0,
+        where: str = "model",
+        identity_override: dict[str, Any] | None = None,
+        provider_name: str = "openai",
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.where = where
+        self.provider = provider_name
+        self._api_key = resolve_api_key(api_key_env, self.base_url, where)
+        self._identity_override = identity_override
+        self.supports_json_schema = True
+        self._sessions: dict[int, aiohttp.ClientSession] = {}
+
+    def identity(self) -> dict[str, Any]:
+        if self._identity_override is not None:
+            return self._identity_override
+        return {"provider": self.provider, "model": self.model, "base_url": self.base_url}
+
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        s = self._sessions.get(id(loop))
+        if s is None or s.closed:
+            headers = {"Content-Type": "application/json"}
+            if self._api_key:
+                headers["Authorization"] = f"Bearer {self._api_key}"
+            s = aiohttp.ClientSession(
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+            )
+            self._sessions[id(loop)] = s
+        return s
+
+    def _body(self, messages: list[Message], params: GenerationParams, with_schema: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+        }
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.logprobs:
+            body["logprobs"] = True
+            if params.top_logprobs:
+                body["top_logprobs"] = params.top_logprobs
+        if params.json_schema is not None and with_schema:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": params.json_schema, "strict": False},
+            }
+        return body
+
+    async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
+        with_schema = self.supports_json_schema
+        status, text, headers = await self._post(self._body(messages, params, with_schema))
+        if status == 400 and with_schema and params.json_schema is not None and "response_format" in text:
+            # The server does not take JSON schemas: fall back to tolerant parsing and re-asks.
+            self.supports_json_schema = False
+            status, text, headers = await self._post(self._body(messages, params, False))
+        if status in (401, 403):
+            raise UserError(
+                f"{self.where}: {self.base_url} refused the credentials (HTTP {status}). "
+                f"Check the API key in the variable named by api_key_env."
+            )
+        if status == 429 or status == 408 or status >= 500:
+            raise RetryableError(
+                f"HTTP {status}", cause=f"http_{status}", status=status,
+                retry_after=parse_retry_after(headers.get("Retry-After")),
+            )
+        if status >= 400:
+            raise ModelCallError(f"{self.where}: HTTP {status}: {text[:300]}", cause=f"http_{status}", status=status)
+        try:
+            data = json.loads(text)
+            choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise RetryableError(f"malformed response body: {e}", cause="bad_response") from None
+        u = data.get("usage") or {}
+        return RawReply(
+            text=content,
+            usage=Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)),
+            logprobs=_parse_logprobs(choice.get("logprobs")),
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    async def _post(self, body: dict[str, Any]) -> tuple[int, str, Any]:
+        try:
+            async with self._session().post(f"{self.base_url}/chat/completions", json=body) as resp:
+                text = await resp.text()
+                return resp.status, text, resp.headers
+        except asyncio.TimeoutError:
+            raise RetryableError(f"no reply within {self.timeout_s}s", cause="timeout") from None
+        except aiohttp.ClientPayloadError as e:
+            raise RetryableError(f"truncated body: {e}", cause="truncated") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, OSError) as e:
+            raise RetryableError(f"connection error: {type(e).__name__}", cause="connection") from None
+
+    async def aclose(self) -> None:
+        for s in self._sessions.values():
+            if not s.closed:
+                await s.close()
+        self._sessions.clear()
+
+
+def _parse_logprobs(lp: Any) -> list[TokenLogprob] | None:
+    if not lp or not isinstance(lp, dict) or not lp.get("content"):
+        return None
+    out = []
+    for t in lp["content"]:
+        top = {a["token"]: float(a["logprob"]) for a in (t.get("top_logprobs") or [])}
+        out.append(TokenLogprob(token=t["token"], logprob=float(t["logprob"]), top=top))
+    return out
+
+
+async def check_reachable(base_url: str, where: str, timeout_s: float = 5.0) -> None:
+    """Any HTTP answer from the server counts; a refused connection or DNS failure is a user error."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s:
+            async with s.get(f"{base_url.rstrip('/')}/models") as resp:
+                await resp.read()
+    except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as e:
+        raise UserError(
+            f"{where}: cannot reach the model server at {base_url} ({type(e).__name__}). "
+            f"Start the server or correct base_url in the config."
+        ) from None

@@ -1,0 +1,96 @@
+"""Deterministic replies for tests and dry runs: `scripted/<name>` names a registered Python callable
+or a YAML/JSON rules file.
+
+Rules file::
+
+    default: "I do not know."
+    rules:
+      - match: "capital of France"     # regex, searched in the last user message
+        reply: "Paris"
+      - match: "Return JSON"
+        json: {"verdict": "correct", "reason": "matches"}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from proctor.errors import UserError
+from proctor.models.types import GenerationParams, Message, RawReply, Usage
+
+ScriptFn = Callable[[list[Message], GenerationParams], "str | RawReply"]
+
+_REGISTRY: dict[str, ScriptFn] = {}
+
+
+def register_script(name: str, fn: ScriptFn) -> None:
+    """Make `scripted/<name>` answer with `fn(messages, params)`; it may raise RetryableError to inject faults."""
+    _REGISTRY[name] = fn
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class ScriptedProvider:
+    provider = "scripted"
+    supports_json_schema = False
+
+    def __init__(self, name: str, *, where: str = "model") -> None:
+        self.model = name
+        if name in _REGISTRY:
+            self._fn = _REGISTRY[name]
+            self._version = "callable"
+        else:
+            path = Path(name).expanduser()
+            if not path.is_file():
+                raise UserError(
+                    f"{where}: scripted model '{name}' is neither a registered script nor a rules file. "
+                    f"Give the path of a YAML/JSON rules file (scripted/path/to/rules.yaml)."
+                )
+            raw = path.read_bytes()
+            try:
+                spec = yaml.safe_load(raw) or {}
+            except yaml.YAMLError as e:
+                raise UserError(f"{path}: not valid YAML/JSON ({e}). Fix the rules file.") from None
+            self._version = hashlib.sha256(raw).hexdigest()[:16]
+            self._fn = _rules_fn(spec, str(path))
+
+    def identity(self) -> dict[str, Any]:
+        return {"provider": "scripted", "model": self.model, "version": self._version}
+
+    async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
+        out = self._fn(messages, params)
+        if isinstance(out, RawReply):
+            return out
+        prompt = sum(_words(m["content"]) for m in messages)
+        return RawReply(text=out, usage=Usage(prompt, _words(out)), finish_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _rules_fn(spec: dict[str, Any], where: str) -> ScriptFn:
+    rules = []
+    for i, r in enumerate(spec.get("rules") or []):
+        if "match" not in r or not ({"reply", "json"} & set(r)):
+            raise UserError(f"{where}: rule {i} needs 'match' and one of 'reply' or 'json'.")
+        reply = json.dumps(r["json"]) if "json" in r else str(r["reply"])
+        rules.append((re.compile(r["match"], re.IGNORECASE | re.DOTALL), reply))
+    default = str(spec.get("default", ""))
+
+    def fn(messages: list[Message], params: GenerationParams) -> str:
+        last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        for pattern, reply in rules:
+            if pattern.search(last):
+                return reply
+        return default
+
+    return fn
