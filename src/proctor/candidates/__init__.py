@@ -1,0 +1,71 @@
+"""The system under test: a plain LLM or a RAG pipeline (retriever + LLM), behind one interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proctor.corpus.types import Chunk
+from proctor.models.base import Model
+from proctor.models.types import Message, TokenLogprob
+from proctor.prompts import render_messages
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    choice: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+    context_ids: list[str] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+class Candidate:
+    """An LLM answering with or without retrieved context. `retriever=None` is closed-book."""
+
+    def __init__(
+        self,
+        name: str,
+        model: Model,
+        *,
+        retriever: Any = None,
+        k: int = 3,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int = 0,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.retriever = retriever
+        self.k = k
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
+
+    def context_for(self, question: str, gold_ids: list[str] | None = None) -> list[Chunk]:
+        if self.retriever is None:
+            return []
+        return [sc.chunk for sc in self.retriever.retrieve(question, self.k, gold_ids=gold_ids)]
+
+    async def answer(
+        self, question: str, choices: list[str] | None = None, *, gold_ids: list[str] | None = None
+    ) -> Answer:
+        context = self.context_for(question, gold_ids)
+        messages = render_messages(
+            "candidates/answer", question=question, choices=choices or [], context=[c.text for c in context]
+        )
+        completion = await self.model.generate(
+            messages, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed
+        )
+        return Answer(
+            text=completion.text.strip(),
+            logprobs=completion.logprobs,
+            context_ids=[c.chunk_id for c in context],
+            trace={"model": self.model.spec, "cached": completion.cached},
+        )
+
+    async def reply(self, history: list[Message]) -> Message:
+        completion = await self.model.generate(
+            history, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed
+        )
+        return {"role": "assistant", "content": completion.text.strip()}

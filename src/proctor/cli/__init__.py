@@ -1,0 +1,1 @@
+"""Command line: parsing and calling the API, nothing more."""

@@ -1,0 +1,166 @@
+"""Run configuration: YAML validated by pydantic. Unknown fields are rejected; every error names the
+file, the field and the fix."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from proctor.corpus.config import CorpusConfig
+from proctor.errors import UserError
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(Strict):
+    """One model. `spec` is provider/name: openai/<model>, local/<name> or scripted/<name>."""
+
+    spec: str
+    base_url: str | None = None
+    api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
+    max_concurrency: int | None = Field(None, ge=1, le=1024)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0, le=20)
+    input_price_per_mtok: float = Field(0.0, ge=0)
+    output_price_per_mtok: float = Field(0.0, ge=0)
+    n_parallel: int | None = Field(None, ge=1, le=16, description="local/ only: server slots")
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_form(cls, v: str) -> str:
+        provider, _, name = v.partition("/")
+        if provider not in {"openai", "local", "scripted"} or not name:
+            raise ValueError("must be openai/<model>, local/<name> or scripted/<name>")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and (not v or not v.replace("_", "").isalnum() or len(v) > 100):
+            raise ValueError(
+                "must be the NAME of an environment variable (like OPENAI_API_KEY), not the key itself"
+            )
+        return v
+
+
+class CandidateConfig(Strict):
+    """A system under test: an LLM, optionally behind a retriever (RAG)."""
+
+    name: str
+    model: str = Field(description="a key of `models`")
+    retriever: Literal["closed_book", "bm25", "dense", "hybrid", "oracle"] = "closed_book"
+    k: int = Field(3, ge=1, le=50)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(256, ge=1)
+
+
+class RolesConfig(Strict):
+    examiner: str | None = None
+    judge: str | None = None
+
+
+class QAConfig(Strict):
+    """Reference-QA protocol: open questions with reference answers from chunks."""
+
+    num_questions: int = Field(20, ge=1, le=100_000)
+    judges: list[Literal["with_reference", "without_reference"]] = ["with_reference", "without_reference"]
+    question_max_tokens: int = Field(256, ge=16)
+
+
+PROTOCOLS = ("qa",)
+
+
+class RunConfig(Strict):
+    protocol: Literal["qa"]
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    seed: int = 0
+    corpus: CorpusConfig
+    models: dict[str, ModelConfig]
+    roles: RolesConfig = RolesConfig()
+    embedder: str | None = Field(None, description="e.g. local/all-minilm-l6-v2; needed for dense/hybrid")
+    candidates: list[CandidateConfig] = []
+    cache_dir: str | None = None
+    qa: QAConfig = QAConfig()
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        # `models: {small: local/qwen2.5-coder-0.5b}` is shorthand for `{small: {spec: ...}}`.
+        if isinstance(v, dict):
+            return {k: ({"spec": m} if isinstance(m, str) else m) for k, m in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> RunConfig:
+        names = set(self.models)
+        for role in ("examiner", "judge"):
+            ref = getattr(self.roles, role)
+            if ref is not None and ref not in names:
+                raise ValueError(f"roles.{role} refers to model '{ref}', which is not a key of `models` {sorted(names)}")
+        seen = set()
+        for i, c in enumerate(self.candidates):
+            if c.model not in names:
+                raise ValueError(f"candidates[{i}].model refers to '{c.model}', not a key of `models` {sorted(names)}")
+            if c.name in seen:
+                raise ValueError(f"candidates[{i}].name '{c.name}' is used twice; candidate names must be unique")
+            seen.add(c.name)
+            if c.retriever in ("dense", "hybrid") and not self.embedder:
+                raise ValueError(f"candidates[{i}] uses retriever '{c.retriever}', which needs `embedder` to be set")
+        return self
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def run_name(self) -> str:
+        return self.name or self.protocol
+
+
+def _format_validation_error(path: Path, err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            parent = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
+            parts.append(f"unknown field '{loc}' — remove it or fix its spelling (at {parent})")
+        elif e["type"] == "missing":
+            parts.append(f"field '{loc}' is required — add it")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            parts.append(f"field '{loc}': {msg}")
+    more = f" (and {len(err.errors()) - 5} more)" if len(err.errors()) > 5 else ""
+    return f"{path}: invalid config: " + "; ".join(parts) + more + ". See the config reference in README.md."
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config. Relative corpus paths resolve against the config's folder."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: config file not found. Give the path of a YAML run config (see README.md).")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: the config is not UTF-8 text. Save it as UTF-8.") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UserError(f"{p}: invalid YAML{where}: {problem}. Fix the syntax (indentation, colons, quotes).") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{p}: the config must be a YAML mapping with at least `protocol`, `corpus` and `models`.")
+    corpus = raw.get("corpus")
+    if isinstance(corpus, dict) and isinstance(corpus.get("path"), str):
+        cp = Path(corpus["path"]).expanduser()
+        if not cp.is_absolute():
+            corpus["path"] = str((p.parent / cp).resolve())
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise UserError(_format_validation_error(p, e)) from None

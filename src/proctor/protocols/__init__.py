@@ -1,0 +1,1 @@
+"""Protocols: each a pydantic config plus `run(ctx) -> summary`, on the shared core."""

@@ -1,0 +1,151 @@
+"""Build the report from a run store: generic sections plus the run's protocol section."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from proctor import __version__
+from proctor.report import plots
+from proctor.report._env import render_template
+from proctor.report.sections import SECTIONS
+from proctor.store import RunStore
+
+log = logging.getLogger(__name__)
+
+PLOTTED_PREFIXES = ("accuracy.", "f1.", "em.")
+
+
+def is_plotted_metric(name: str) -> bool:
+    """Accuracy-like metrics (rates in [0, 1] with intervals) get a bar chart per metric name."""
+    return name.startswith(PLOTTED_PREFIXES) or name in ("accuracy", "f1", "em")
+
+
+def _run_context(store: RunStore) -> dict[str, Any] | None:
+    run = store.run_info()
+    if run is None:
+        return None
+    raw = run.get("config_json")
+    try:
+        config: Any = json.loads(raw) if raw else None
+    except json.JSONDecodeError:
+        config = raw
+    started, finished = run.get("started"), run.get("finished")
+    duration = finished - started if started is not None and finished is not None else None
+    return {**run, "config": config, "duration": duration}
+
+
+def _metric_groups(store: RunStore) -> list[dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for m in store.metrics():
+        groups.setdefault(m["name"], []).append(m)
+    out = []
+    for name, rows in groups.items():
+        plot = None
+        if is_plotted_metric(name) and any(r["value"] is not None for r in rows):
+            plot = _safe_plot(
+                plots.metric_bars, name, [r["subject"] for r in rows], [r["value"] for r in rows],
+                [r["lo"] for r in rows], [r["hi"] for r in rows], ylabel=name.split(".", 1)[0],
+            )
+        out.append({"name": name, "rows": rows, "plot": plot})
+    return out
+
+
+def _safe_plot(fn: Any, *args: Any, **kwargs: Any) -> str | None:
+    """A failing plot must not cost the user the whole report: log it and leave the plot out."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception:
+        log.exception("report plot %s failed", getattr(fn, "__name__", fn))
+        return None
+
+
+def _call_context(store: RunStore) -> dict[str, Any]:
+    rows = store.call_totals()
+    for r in rows:
+        r["tokens"] = (r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)
+    calls = sum(r["calls"] or 0 for r in rows)
+    latency_weight = sum((r["mean_latency_s"] or 0.0) * (r["calls"] or 0) for r in rows)
+    totals = {
+        "calls": calls,
+        "cache_hits": sum(r["cache_hits"] or 0 for r in rows),
+        "errors": sum(r["errors"] or 0 for r in rows),
+        "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in rows),
+        "completion_tokens": sum(r["completion_tokens"] or 0 for r in rows),
+        "tokens": sum(r["tokens"] for r in rows),
+        "cost_usd": _sum_or_none(r["cost_usd"] for r in rows),
+        "spent_usd": _sum_or_none(r["spent_usd"] for r in rows),
+        "mean_latency_s": latency_weight / calls if calls else None,
+    }
+    return {"rows": rows, "totals": totals}
+
+
+def _sum_or_none(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _error_context(store: RunStore) -> dict[str, Any]:
+    items = store.items(status="error")
+    judge_errors = [j for j in store.judgments() if j["error"]]
+    return {
+        "items": items,
+        "by_cause": Counter(it["error_cause"] or "(no cause recorded)" for it in items).most_common(),
+        "judge_errors": judge_errors,
+        "judge_errors_by_judge": Counter(j["judge"] for j in judge_errors).most_common(),
+    }
+
+
+def _item_counts(store: RunStore) -> list[dict[str, Any]]:
+    counts: dict[str, Counter[str]] = {}
+    for it in store.items():
+        counts.setdefault(it["kind"], Counter())[it["status"]] += 1
+    return [{"kind": k, "total": sum(c.values()), "by_status": sorted(c.items())} for k, c in counts.items()]
+
+
+def _protocol_section(store: RunStore, protocol: str | None) -> dict[str, Any] | None:
+    if not protocol:
+        return None
+    renderer = SECTIONS.get(protocol)
+    if renderer is None:
+        return {"protocol": protocol, "html": None, "error": None}
+    try:
+        # Each renderer returns a fragment rendered by its own autoescaping template.
+        return {"protocol": protocol, "html": Markup(renderer(store)), "error": None}
+    except Exception as exc:
+        log.exception("report section %r failed", protocol)
+        return {"protocol": protocol, "html": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def render_report_html(store: RunStore) -> str:
+    """The whole report as one self-contained HTML string (inline CSS, inline base64 PNG plots)."""
+    run = _run_context(store)
+    return render_template(
+        "report.html.j2",
+        run=run,
+        generator_version=__version__,
+        generated_at=time.time(),
+        item_counts=_item_counts(store),
+        metric_groups=_metric_groups(store),
+        calls=_call_context(store),
+        errors=_error_context(store),
+        section=_protocol_section(store, run["protocol"] if run else None),
+    )
+
+
+def write_report(store: RunStore, path: Path) -> Path:
+    """Write the report to `path` (atomically: a temporary file is renamed into place) and return it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    html = render_report_html(store)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path

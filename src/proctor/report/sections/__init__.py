@@ -1,0 +1,31 @@
+"""Protocol sections of the report: protocol name -> renderer of an HTML fragment.
+
+A renderer takes the run store and returns HTML produced by its own autoescaping template
+(`proctor.report._env.render_template`), never by string concatenation of store text. To add a
+protocol, write `sections/<protocol>.py` with a renderer and its template
+`templates/section_<protocol>.html.j2`, and list it in `SECTIONS` below (or call
+`register_section` from outside the package).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from proctor.report.sections.qa import render_qa_section
+from proctor.store import RunStore
+
+SectionRenderer = Callable[[RunStore], str]
+
+SECTIONS: dict[str, SectionRenderer] = {
+    "qa": render_qa_section,
+}
+
+
+def register_section(protocol: str) -> Callable[[SectionRenderer], SectionRenderer]:
+    """Decorator registering `fn` as the report section of `protocol` (replacing any previous one)."""
+
+    def deco(fn: SectionRenderer) -> SectionRenderer:
+        SECTIONS[protocol] = fn
+        return fn
+
+    return deco

@@ -1,0 +1,129 @@
+"""Run a config end to end: models, run directory, store, protocol, results.json, exports, report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from proctor import __version__
+from proctor.config import RunConfig, load_config
+from proctor.errors import UserError
+from proctor.models import get_model
+from proctor.models.base import Model
+from proctor.protocols.base import RunContext
+from proctor.protocols.progress import ProgressReporter
+from proctor.protocols.registry import get_protocol
+from proctor.store import RunStore
+
+log = logging.getLogger("proctor")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+def build_models(config: RunConfig) -> dict[str, Model]:
+    models = {}
+    for name, m in config.models.items():
+        opts = m.model_dump(exclude={"spec", "n_parallel"}, exclude_none=True)
+        if m.n_parallel is not None:
+            opts["n_parallel"] = m.n_parallel
+        models[name] = get_model(m.spec, cache_dir=config.cache_dir, where=f"models.{name}", **opts)
+    return models
+
+
+async def check_servers(config: RunConfig) -> None:
+    """Fail fast, with the config field named, when an HTTP model server cannot be reached."""
+    from proctor.models.openai_compat import DEFAULT_BASE_URL, check_reachable
+
+    for name, m in config.models.items():
+        if m.spec.startswith("openai/"):
+            await check_reachable(m.base_url or DEFAULT_BASE_URL, f"models.{name}.base_url")
+
+
+def _run_dir(config: RunConfig, out: Path, resume: bool) -> Path:
+    prefix = f"{config.run_name}-{config.config_hash()[:8]}-"
+    if resume:
+        previous = sorted(p for p in out.glob(prefix + "*") if (p / "run.sqlite").exists())
+        if not previous:
+            raise UserError(
+                f"--resume: no earlier run of this config under {out} (looked for {prefix}*). "
+                f"Run without --resume to start one, or pass the --out folder the earlier run used."
+            )
+        return previous[-1]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = out / (prefix + stamp)
+    n = 1
+    while run_dir.exists():
+        n += 1
+        run_dir = out / f"{prefix}{stamp}-{n}"
+    return run_dir
+
+
+def run_config(
+    config: RunConfig | str | Path, *, out: str | Path = "runs", resume: bool = False, show_progress: bool = True
+) -> RunResult:
+    cfg = config if isinstance(config, RunConfig) else load_config(config)
+    models = build_models(cfg)
+    asyncio.run(check_servers(cfg))
+    run_dir = _run_dir(cfg, Path(out), resume)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run_dir / "proctor.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        store = RunStore(run_dir / "run.sqlite")
+        store.start_run(run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__)
+        log.info("run %s (%s) started%s", run_dir.name, cfg.protocol, " (resumed)" if resume else "")
+        protocol = get_protocol(cfg.protocol)
+        with ProgressReporter(store.live, enabled=show_progress) as progress:
+            ctx = RunContext(cfg, run_dir, store, models, progress, np.random.default_rng(cfg.seed))
+
+            async def main() -> dict[str, Any]:
+                try:
+                    return await protocol(ctx)
+                finally:
+                    for m in models.values():
+                        await m.aclose()
+
+            summary = asyncio.run(main())
+        summary["usage"] = _usage(store)
+        store.put_artifact("summary", summary)
+        (run_dir / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        store.export_jsonl(run_dir / "items.jsonl")
+        store.export_parquet(run_dir / "items.parquet")
+        store.finish_run(run_dir.name)
+        from proctor.report import write_report
+
+        write_report(store, run_dir / "report.html")
+        log.info("run %s finished", run_dir.name)
+        return RunResult(run_dir, summary)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _usage(store: RunStore) -> dict[str, Any]:
+    """Nominal usage (what the evaluation costs at the configured prices, cache hits included), so
+    results.json is identical whether replies came from the server or the cache."""
+    out: dict[str, Any] = {}
+    for row in store.call_totals():
+        if row["errors"] == row["calls"]:
+            continue
+        role = row["role"] or "other"
+        out[f"{role}:{row['model']}"] = {
+            "prompt_tokens": row["prompt_tokens"] or 0,
+            "completion_tokens": row["completion_tokens"] or 0,
+            "cost_usd": round(row["cost_usd"] or 0.0, 6),
+        }
+    return out

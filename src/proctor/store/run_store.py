@@ -1,0 +1,242 @@
+"""SQLite run store (WAL): runs, items, model calls, judgments, metrics; JSONL/Parquet export.
+
+Items are keyed by content-derived keys, so a killed run resumes by skipping keys already `done`,
+and a re-run never duplicates an item.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from proctor.models.recording import CallRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY, protocol TEXT, config_json TEXT, config_hash TEXT,
+  status TEXT, started REAL, finished REAL, proctor_version TEXT);
+CREATE TABLE IF NOT EXISTS items (
+  key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, data TEXT, error TEXT,
+  error_cause TEXT, seq INTEGER, updated REAL);
+CREATE INDEX IF NOT EXISTS items_kind ON items(kind, seq);
+CREATE TABLE IF NOT EXISTS model_calls (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, provider TEXT, model TEXT, role TEXT, item_key TEXT,
+  prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd REAL, latency_s REAL,
+  cached INTEGER, attempts INTEGER, error TEXT, created REAL);
+CREATE TABLE IF NOT EXISTS judgments (
+  item_key TEXT NOT NULL, judge TEXT NOT NULL, verdict TEXT, score REAL, reason TEXT, error TEXT,
+  data TEXT, PRIMARY KEY (item_key, judge));
+CREATE TABLE IF NOT EXISTS metrics (
+  name TEXT NOT NULL, subject TEXT NOT NULL, value REAL, lo REAL, hi REAL, n INTEGER, data TEXT,
+  PRIMARY KEY (name, subject));
+CREATE TABLE IF NOT EXISTS artifacts (name TEXT PRIMARY KEY, data TEXT);
+"""
+
+
+class RunStore:
+    """Thin, explicit access to the run's SQLite file. Writes commit immediately (autocommit), so a
+    kill -9 keeps everything that had been written."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._seq_lock = threading.Lock()
+        conn = self._conn()
+        conn.executescript(SCHEMA)
+        row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM items").fetchone()
+        self._seq = int(row[0])
+        # Live counters for progress display (this process's calls only).
+        self.live: dict[str, Any] = {"calls": 0, "cached": 0, "errors": 0, "tokens": 0, "cost_usd": 0.0}
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.row_factory = sqlite3.Row
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # --- runs -------------------------------------------------------------------------------------
+    def start_run(self, run_id: str, protocol: str, config: dict[str, Any], config_hash: str, version: str) -> None:
+        self._conn().execute(
+            "INSERT INTO runs (run_id, protocol, config_json, config_hash, status, started, proctor_version) "
+            "VALUES (?, ?, ?, ?, 'running', ?, ?) ON CONFLICT(run_id) DO UPDATE SET status='running'",
+            (run_id, protocol, json.dumps(config, sort_keys=True), config_hash, time.time(), version),
+        )
+
+    def finish_run(self, run_id: str, status: str = "finished") -> None:
+        self._conn().execute("UPDATE runs SET status=?, finished=? WHERE run_id=?", (status, time.time(), run_id))
+
+    def run_info(self) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT * FROM runs ORDER BY started DESC LIMIT 1").fetchone()
+        return dict(row) if row else None
+
+    # --- items ------------------------------------------------------------------------------------
+    def _next_seq(self) -> int:
+        with self._seq_lock:
+            self._seq += 1
+            return self._seq
+
+    def put_item(
+        self, key: str, kind: str, data: Any, *, status: str = "done", error: str | None = None,
+        error_cause: str | None = None,
+    ) -> None:
+        """Insert or replace an item; its first insertion order (`seq`) is kept for stable exports."""
+        conn = self._conn()
+        row = conn.execute("SELECT seq FROM items WHERE key=?", (key,)).fetchone()
+        seq = row[0] if row else self._next_seq()
+        conn.execute(
+            "INSERT OR REPLACE INTO items (key, kind, status, data, error, error_cause, seq, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, kind, status, json.dumps(data, ensure_ascii=False, sort_keys=True), error, error_cause, seq,
+             time.time()),
+        )
+
+    def get_item(self, key: str) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT * FROM items WHERE key=?", (key,)).fetchone()
+        return _item(row) if row else None
+
+    def items(self, kind: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        q, args = "SELECT * FROM items", []
+        conds = []
+        if kind is not None:
+            conds.append("kind=?")
+            args.append(kind)
+        if status is not None:
+            conds.append("status=?")
+            args.append(status)
+        if conds:
+            q += " WHERE " + " AND ".join(conds)
+        q += " ORDER BY seq"
+        return [_item(r) for r in self._conn().execute(q, args)]
+
+    # --- model calls (implements proctor.models.recording.CallRecorder) ---------------------------
+    def record_call(self, record: CallRecord) -> None:
+        live = self.live
+        live["calls"] += 1
+        live["cached"] += int(record.cached)
+        live["errors"] += int(record.error is not None)
+        live["tokens"] += record.prompt_tokens + record.completion_tokens
+        if not record.cached:
+            live["cost_usd"] += record.cost_usd
+        self._conn().execute(
+            "INSERT INTO model_calls (provider, model, role, item_key, prompt_tokens, completion_tokens, cost_usd,"
+            " latency_s, cached, attempts, error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (record.provider, record.model, record.role, record.item_key, record.prompt_tokens,
+             record.completion_tokens, record.cost_usd, record.latency_s, int(record.cached), record.attempts,
+             record.error, time.time()),
+        )
+
+    def call_totals(self) -> list[dict[str, Any]]:
+        """Per role and model: calls, cache hits, errors, tokens, nominal cost, and cost actually spent."""
+        rows = self._conn().execute(
+            "SELECT role, provider || '/' || model AS model, COUNT(*) AS calls, SUM(cached) AS cache_hits,"
+            " SUM(error IS NOT NULL) AS errors, SUM(prompt_tokens) AS prompt_tokens,"
+            " SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd,"
+            " SUM(CASE WHEN cached=0 THEN cost_usd ELSE 0 END) AS spent_usd, AVG(latency_s) AS mean_latency_s"
+            " FROM model_calls GROUP BY role, model ORDER BY role, model"
+        )
+        return [dict(r) for r in rows]
+
+    # --- judgments --------------------------------------------------------------------------------
+    def put_judgment(
+        self, item_key: str, judge: str, *, verdict: str | None, score: float | None, reason: str | None,
+        error: str | None = None, data: Any = None,
+    ) -> None:
+        self._conn().execute(
+            "INSERT OR REPLACE INTO judgments (item_key, judge, verdict, score, reason, error, data)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (item_key, judge, verdict, score, reason, error, json.dumps(data, ensure_ascii=False)),
+        )
+
+    def judgments(self, item_key: str | None = None) -> list[dict[str, Any]]:
+        if item_key is None:
+            rows = self._conn().execute("SELECT * FROM judgments ORDER BY item_key, judge")
+        else:
+            rows = self._conn().execute("SELECT * FROM judgments WHERE item_key=? ORDER BY judge", (item_key,))
+        return [dict(r) for r in rows]
+
+    # --- metrics and artifacts --------------------------------------------------------------------
+    def put_metric(
+        self, name: str, subject: str, value: float | None, *, lo: float | None = None, hi: float | None = None,
+        n: int | None = None, data: Any = None,
+    ) -> None:
+        self._conn().execute(
+            "INSERT OR REPLACE INTO metrics (name, subject, value, lo, hi, n, data) VALUES (?,?,?,?,?,?,?)",
+            (name, subject, value, lo, hi, n, json.dumps(data, ensure_ascii=False)),
+        )
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._conn().execute("SELECT * FROM metrics ORDER BY name, subject")]
+
+    def put_artifact(self, name: str, data: Any) -> None:
+        self._conn().execute(
+            "INSERT OR REPLACE INTO artifacts (name, data) VALUES (?, ?)", (name, json.dumps(data, ensure_ascii=False))
+        )
+
+    def get_artifact(self, name: str) -> Any:
+        row = self._conn().execute("SELECT data FROM artifacts WHERE name=?", (name,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    # --- export -----------------------------------------------------------------------------------
+    def iter_export_rows(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
+        judg: dict[str, list[dict[str, Any]]] = {}
+        for j in self.judgments():
+            judg.setdefault(j["item_key"], []).append(j)
+        for it in self.items(kind):
+            row = {"key": it["key"], "kind": it["kind"], "status": it["status"], "error": it["error"],
+                   "error_cause": it["error_cause"], **(it["data"] if isinstance(it["data"], dict) else {})}
+            for j in judg.get(it["key"], []):
+                row[f"judge.{j['judge']}.verdict"] = j["verdict"]
+                row[f"judge.{j['judge']}.score"] = j["score"]
+                row[f"judge.{j['judge']}.error"] = j["error"]
+            yield row
+
+    def export_jsonl(self, path: str | Path, kind: str | None = None) -> int:
+        n = 0
+        with open(path, "w", encoding="utf-8") as f:
+            for row in self.iter_export_rows(kind):
+                f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+                n += 1
+        return n
+
+    def export_parquet(self, path: str | Path, kind: str | None = None) -> int:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = [
+            {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v) for k, v in r.items()}
+            for r in self.iter_export_rows(kind)
+        ]
+        cols = sorted({k for r in rows for k in r})
+        table = pa.table({c: _column([r.get(c) for r in rows]) for c in cols}) if rows else pa.table({})
+        pq.write_table(table, path)
+        return len(rows)
+
+
+def _column(values: list[Any]) -> list[Any]:
+    """Parquet columns need one type: numbers stay numbers, mixed columns become text."""
+    kinds = {type(v) for v in values if v is not None}
+    if kinds <= {int, float} or len(kinds) <= 1:
+        return values
+    return [None if v is None else str(v) for v in values]
+
+
+def _item(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    d["data"] = json.loads(d["data"]) if d.get("data") else None
+    return d
