@@ -44,10 +44,10 @@ def failing_candidate(messages, params):  # noqa: ANN001, ANN201
 
 
 def judge(messages, params):  # noqa: ANN001, ANN201
-    text = messages[-1]["content"]
-    if "Quillan" in text and "Reference" not in text and "reference" not in text:
+    text = next(m["content"] for m in messages if m["role"] == "user")  # the original prompt, even in re-asks
+    if "Quillan" in text and "<reference_answer>" not in text:
         return "I cannot decide"  # unparseable: the without-reference judge fails on Quillan
-    answer = re.search(r"Answer[^:\n]*:\s*(.*)", text)
+    answer = re.search(r"<candidate_answer>(.*?)</candidate_answer>", text, re.DOTALL)
     ok = any(a in text and a.lower() in (answer.group(1).lower() if answer else "") for _, a in FACTS.values())
     return json.dumps({"reason": "checked", "verdict": "correct" if ok else "incorrect"})
 

@@ -47,6 +47,7 @@ class CorpusConfig(BaseModel):
     def _check_sizes(self) -> CorpusConfig:
         if self.min_chunk_chars > self.max_chunk_chars:
             raise ValueError(
-                f"min_chunk_chars ({self.min_chunk_chars}) must not exceed max_chunk_chars ({self.max_chunk_chars})"
+                f"min_chunk_chars ({self.min_chunk_chars}) must not exceed "
+                f"max_chunk_chars ({self.max_chunk_chars})"
             )
         return self

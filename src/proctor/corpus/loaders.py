@@ -55,8 +55,11 @@ def iter_documents(
         )
     rep = report if report is not None else LoadReport()
     rep.root = str(root)
-    exts = None if extensions is None else frozenset(e.lower() if e.startswith(".") else "." + e.lower()
-                                                      for e in extensions)
+    exts = (
+        None
+        if extensions is None
+        else frozenset(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
+    )
     opts = _Options(text_field=text_field, title_field=title_field, id_field=id_field, extensions=exts)
     return _generate(root, opts, rep)
 
@@ -108,7 +111,9 @@ def _rel(p: Path, base: Path) -> str:
         return str(p)
 
 
-def make_document(source: str, text: str, title: str | None = None, metadata: dict[str, Any] | None = None) -> Document:
+def make_document(
+    source: str, text: str, title: str | None = None, metadata: dict[str, Any] | None = None
+) -> Document:
     """A Document whose id hashes source and text: same file content at the same place, same id."""
     return Document(
         doc_id=content_id(source + "\n" + text, "d_"),
@@ -125,7 +130,11 @@ _Loader = Callable[[Path, str, _Options, LoadReport], Iterator[Document]]
 def _load_file(file: Path, rel: str, opts: _Options, report: LoadReport) -> Iterator[Document]:
     ext = file.suffix.lower()
     if opts.extensions is not None and ext not in opts.extensions:
-        report.skip(rel, f"extension '{ext or '(none)'}' is not in corpus.extensions ({', '.join(sorted(opts.extensions))})")
+        report.skip(
+            rel,
+            f"extension '{ext or '(none)'}' is not in corpus.extensions "
+            f"({', '.join(sorted(opts.extensions))})",
+        )
         return
     try:
         size = file.stat().st_size
@@ -140,7 +149,7 @@ def _load_file(file: Path, rel: str, opts: _Options, report: LoadReport) -> Iter
     if ext == ".pdf":
         yield from _load_pdf(file, rel, opts, report)
         return
-    if head.startswith(_UTF16_BOMS):
+    if head.startswith(_UTF16_BOMS) and _decodes_as_utf16(head):
         report.skip(rel, "UTF-16 text; convert it to UTF-8")
         return
     if b"\x00" in head:
@@ -216,6 +225,14 @@ def _check_streamable(file: Path, rel: str, report: LoadReport) -> bool:
     return True
 
 
+def _decodes_as_utf16(head: bytes) -> bool:
+    try:
+        head[: len(head) // 2 * 2].decode("utf-16")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -249,16 +266,18 @@ def _load_markdown(file: Path, rel: str, opts: _Options, report: LoadReport) -> 
     yield make_document(rel, text, m.group(1) if m else None, {"format": "md"})
 
 
+_LINE_BREAK = "\ue000"  # private-use marker for a hard line break that whitespace collapsing must keep
 _HTML_DROP = ["script", "style", "noscript", "template", "svg", "head"]
 _HTML_BLOCKS = [
     "p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "h1", "h2", "h3", "h4",
     "h5", "h6", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "pre", "blockquote", "figure",
-    "figcaption", "hr", "form", "details", "summary", "address", "body",
+    "figcaption", "hr", "form", "details", "summary", "address", "body", "caption",
 ]  # fmt: skip
 
 
 def html_to_text(html: str) -> tuple[str, str | None]:
-    """Visible text with block elements as paragraphs (blank lines), inline elements kept inline."""
+    """Visible text: block elements become paragraphs (blank lines), inline elements stay inline, table
+    rows become lines with cells joined by " | " (timetables and price lists stay readable)."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
@@ -266,17 +285,25 @@ def html_to_text(html: str) -> tuple[str, str | None]:
     title = (title_tag.get_text(" ", strip=True) or None) if title_tag else None
     for tag in soup.find_all(_HTML_DROP):
         tag.decompose()
+    for row in soup.find_all("tr"):
+        cells = row.find_all(["td", "th"])
+        if cells:
+            row.replace_with(" | ".join(c.get_text(" ", strip=True) for c in cells) + _LINE_BREAK)
+    for tag in soup.find_all("br"):
+        tag.replace_with(_LINE_BREAK)
     for tag in soup.find_all(_HTML_BLOCKS):
         tag.insert_before("\n\n")
         tag.insert_after("\n\n")
-    for tag in soup.find_all(["td", "th", "br"]):
-        tag.insert_after(" ")
-    paragraphs = (re.sub(r"\s+", " ", p).strip() for p in re.split(r"\n\s*\n", soup.get_text()))
-    text = "\n\n".join(p for p in paragraphs if p)
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", soup.get_text()):
+        lines = (" ".join(line.split()) for line in block.split(_LINE_BREAK))
+        para = "\n".join(line for line in lines if line)
+        if para:
+            paragraphs.append(para)
     if title is None:
         h1 = soup.find("h1")
         title = (h1.get_text(" ", strip=True) or None) if h1 else None
-    return text, title
+    return "\n\n".join(paragraphs), title
 
 
 def _load_html(file: Path, rel: str, opts: _Options, report: LoadReport) -> Iterator[Document]:
@@ -419,7 +446,9 @@ def _load_json(file: Path, rel: str, opts: _Options, report: LoadReport) -> Iter
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
-        report.skip(rel, f"malformed JSON ({e.msg} at line {e.lineno} column {e.colno}); fix it or use JSON Lines")
+        report.skip(
+            rel, f"malformed JSON ({e.msg} at line {e.lineno} column {e.colno}); fix it or use JSON Lines"
+        )
         return
     del raw
     if isinstance(data, dict):
@@ -430,7 +459,9 @@ def _load_json(file: Path, rel: str, opts: _Options, report: LoadReport) -> Iter
             yield doc
         return
     if not isinstance(data, list):
-        report.skip(rel, f"top-level JSON is a {type(data).__name__}; expected an object or a list of objects")
+        report.skip(
+            rel, f"top-level JSON is a {type(data).__name__}; expected an object or a list of objects"
+        )
         return
     if not data:
         report.skip(rel, "empty JSON list")
@@ -469,7 +500,9 @@ def _load_csv(file: Path, rel: str, opts: _Options, report: LoadReport) -> Itera
             if opts.text_field not in columns:
                 shown = ", ".join(columns[:15])
                 report.skip(
-                    rel, f"no '{opts.text_field}' column (columns: {shown}); set corpus.text_field to the text column"
+                    rel,
+                    f"no '{opts.text_field}' column (columns: {shown}); "
+                    "set corpus.text_field to the text column",
                 )
                 return
             row = 0
@@ -481,7 +514,9 @@ def _load_csv(file: Path, rel: str, opts: _Options, report: LoadReport) -> Itera
                     else:
                         yield doc
             except csv.Error as e:
-                report.skip(rel, f"malformed CSV after row {row} (line {reader.line_num}: {e}); rest of file skipped")
+                report.skip(
+                    rel, f"malformed CSV after row {row} (line {reader.line_num}: {e}); rest of file skipped"
+                )
             if row == 0:
                 report.skip(rel, "CSV has a header but no rows")
     finally:

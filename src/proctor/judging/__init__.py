@@ -1,8 +1,8 @@
 """Judging: classic answer metrics (EM, F1), LLM judges and confidence intervals.
 
-    from proctor.judging import f1, judge_with_reference, wilson_interval
+Example::
 
-    f1("The Treaty of Ambry", ["Treaty of Ambry"])            # 1.0
+    f1("The Treaty of Ambry", ["Treaty of Ambry"])  # 1.0
     v = await judge_with_reference(judge, question=q, answer=a, reference=ref)
     lo, hi = wilson_interval(sum(v.correct for v in verdicts), len(verdicts))
 """

@@ -28,8 +28,6 @@ Gold = str | Sequence[str]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _SPECIAL = frozenset({"yes", "no", "noanswer"})
-
-
 _ASCII_PUNCT = frozenset(string.punctuation)
 
 

@@ -69,7 +69,10 @@ def mean_ci(
             raise ValueError("mean_ci(method='bootstrap') needs rng=<the run's numpy Generator>")
         block = max(1, 2_000_000 // n)  # bound memory of the resample index matrix
         boot = np.concatenate(
-            [x[rng.integers(0, n, size=(min(block, n_boot - i), n))].mean(axis=1) for i in range(0, n_boot, block)]
+            [
+                x[rng.integers(0, n, size=(min(block, n_boot - i), n))].mean(axis=1)
+                for i in range(0, n_boot, block)
+            ]
         )
         lo, hi = np.quantile(boot, [alpha / 2, 1.0 - alpha / 2])
         return mean, float(lo), float(hi)

@@ -320,7 +320,8 @@ class LocalServer:
             tail = " Last log lines: " + " | ".join(line.strip() for line in lines if line.strip())
         return UserError(
             f"local model server for {self.weights.name}: {what}. See the server log at {self.log_path}. "
-            f"If memory is short, lower n_parallel or n_ctx; if it is just slow, raise startup_timeout_s.{tail}"
+            f"If memory is short, lower n_parallel or n_ctx; if it is only slow, raise startup_timeout_s."
+            f"{tail}"
         )
 
     def _read_address(self, t0: float) -> str:
@@ -429,6 +430,7 @@ class LocalProvider(OpenAICompatProvider):
         ctx_per_slot: int,
         threads: int,
         timeout_s: float,
+        startup_timeout_s: float = 300.0,
         where: str,
     ) -> None:
         super().__init__(
@@ -444,6 +446,7 @@ class LocalProvider(OpenAICompatProvider):
         self.n_parallel = n_parallel
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads
+        self.startup_timeout_s = startup_timeout_s
         self.server: LocalServer | None = None
         self._prepare_lock = threading.Lock()
 
@@ -455,6 +458,7 @@ class LocalProvider(OpenAICompatProvider):
                 self.server = get_server(
                     weights, n_parallel=self.n_parallel, ctx_per_slot=self.ctx_per_slot, threads=self.threads
                 )
+                self.server.startup_timeout_s = self.startup_timeout_s
         self.base_url = self.server.base_url
         return self.base_url
 
@@ -478,6 +482,7 @@ def local_provider(
     n_ctx: int | None = None,
     threads: int | None = None,
     timeout_s: float = 600.0,
+    startup_timeout_s: float = 300.0,
     **unknown: Any,
 ) -> LocalProvider:
     """Provider for `local/<name>`. Nothing is loaded here; the first uncached request starts the server.
@@ -485,11 +490,12 @@ def local_provider(
     n_parallel: server slots (default: max_concurrency capped at 8, else 2); also the default concurrency.
     n_ctx: context tokens per slot (default 4096); the server gets n_ctx * n_parallel.
     threads: CPU threads for llama.cpp (default: all cores).
+    timeout_s: per request (generous: CPU generation is slow); startup_timeout_s: model load.
     """
     if unknown:
         raise UserError(
             f"{where}: unknown option(s) for a local model: {', '.join(sorted(unknown))}. "
-            f"Local models take n_parallel, n_ctx, threads and timeout_s."
+            f"Local models take n_parallel, n_ctx, threads, timeout_s and startup_timeout_s."
         )
     model = resolve_model(name, where)
     if n_parallel is None:
@@ -503,5 +509,6 @@ def local_provider(
         ctx_per_slot=n_ctx or DEFAULT_CTX_PER_SLOT,
         threads=threads or os.cpu_count() or 1,
         timeout_s=timeout_s,
+        startup_timeout_s=startup_timeout_s,
         where=where,
     )

@@ -11,6 +11,7 @@ line goes to a saved copy of the original stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -33,10 +34,8 @@ def _redirect_output(log_path: str | None) -> int:
 def _exit_now(code: int = 0) -> None:
     """Leave without running the server's destructors; the OS frees the model and the socket."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 

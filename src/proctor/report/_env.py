@@ -68,7 +68,7 @@ def fmt_duration(seconds: Any) -> str:
         return DASH
     if seconds < 60:
         return f"{seconds:.1f}s"
-    m, s = divmod(int(round(seconds)), 60)
+    m, s = divmod(round(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
 
@@ -90,7 +90,12 @@ def environment() -> Environment:
         keep_trailing_newline=False,
     )
     env.filters.update(
-        num=fmt_num, pct=fmt_pct, interval=fmt_interval, usd=fmt_usd, time=fmt_time, duration=fmt_duration,
+        num=fmt_num,
+        pct=fmt_pct,
+        interval=fmt_interval,
+        usd=fmt_usd,
+        time=fmt_time,
+        duration=fmt_duration,
         pretty_json=pretty_json,
     )
     return env

@@ -48,51 +48,83 @@ def metric_bars(
     lo: Sequence[float | None],
     hi: Sequence[float | None],
     *,
-    ylabel: str = "value",
+    xlabel: str = "value",
 ) -> str:
-    """Bar chart of one metric across subjects, with error bars from the [lo, hi] interval.
+    """Horizontal bar chart of one metric across subjects, with error bars from the [lo, hi] interval.
 
-    Missing values are drawn as empty slots; missing bounds give no error bar. If every value and
-    bound lies in [0, 1] the y axis is fixed to [0, 1] so charts of rates are comparable.
+    Subjects sit on the vertical axis (long candidate names stay readable). Missing values are drawn
+    as empty slots; missing bounds give no error bar. If every value lies in [0, 1] the metric is
+    taken for a rate: the axis is fixed to [0, 1] so charts are comparable, and whiskers are clipped
+    to it (a normal-approximation interval can overshoot; the table shows the stored bounds).
     """
     with matplotlib.rc_context(_RC):
         n = len(subjects)
-        fig = Figure(figsize=(max(3.6, 0.62 * n + 1.6), 2.9))
+        present = [v for v in values if _finite(v)]
+        rate = bool(present) and min(present) >= 0.0 and max(present) <= 1.0
+        if rate:
+            lo = [min(1.0, max(0.0, x)) if _finite(x) else None for x in lo]
+            hi = [min(1.0, max(0.0, x)) if _finite(x) else None for x in hi]
+        fig = Figure(figsize=(4.8, max(1.7, 0.42 * n + 1.0)))
         ax = fig.add_subplot()
-        xs = list(range(n))
-        heights = [v if _finite(v) else 0.0 for v in values]
-        err_lo = [max(0.0, v - lo_) if _finite(v) and _finite(lo_) else 0.0 for v, lo_ in zip(values, lo, strict=True)]
-        err_hi = [max(0.0, hi_ - v) if _finite(v) and _finite(hi_) else 0.0 for v, hi_ in zip(values, hi, strict=True)]
-        ax.bar(xs, heights, color=_BAR, width=0.6, zorder=2)
+        ys = list(range(n))
+        widths = [v if _finite(v) else 0.0 for v in values]
+        err_lo = [
+            max(0.0, v - lo_) if _finite(v) and _finite(lo_) else 0.0
+            for v, lo_ in zip(values, lo, strict=True)
+        ]
+        err_hi = [
+            max(0.0, hi_ - v) if _finite(v) and _finite(hi_) else 0.0
+            for v, hi_ in zip(values, hi, strict=True)
+        ]
+        ax.barh(ys, widths, color=_BAR, height=0.6, zorder=2)
         if any(err_lo) or any(err_hi):
-            ax.errorbar(xs, heights, yerr=[err_lo, err_hi], fmt="none", ecolor=_ERR, capsize=3, lw=1, zorder=3)
-        for x, v in zip(xs, values, strict=True):
-            if _finite(v):
-                ax.annotate(f"{v:.3f}", (x, v), xytext=(4, 2), textcoords="offset points", fontsize=7,
-                            color="#555555", ha="left")
-        bounded = [x for x in (*values, *lo, *hi) if _finite(x)]
-        if bounded and min(bounded) >= 0.0 and max(bounded) <= 1.0:
-            ax.set_ylim(0.0, 1.05)
-        ax.set_xticks(xs, [_short(s) for s in subjects], rotation=30 if n > 3 else 0, ha="right" if n > 3 else "center")
+            ax.errorbar(widths, ys, xerr=[err_lo, err_hi], fmt="none", ecolor=_ERR, capsize=3, lw=1, zorder=3)
+        for y, v, w, e in zip(ys, values, widths, err_hi, strict=True):
+            ax.annotate(
+                f"{w:.3f}" if _finite(v) else "no value",
+                (w + e, y),
+                xytext=(5, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                color="#333333",
+            )
+        if rate:
+            ax.set_xlim(0.0, 1.18)
+            ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.set_yticks(ys, [_short(s) for s in subjects])
+        ax.set_ylim(n - 0.5, -0.5)  # first subject on top, as in the table
         ax.set_title(title, fontsize=10, loc="left")
-        ax.set_ylabel(ylabel)
-        ax.grid(axis="y", color="#dddddd", lw=0.6, zorder=0)
+        ax.set_xlabel(xlabel)
+        ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
         return _png_base64(fig)
 
 
 def share_bars(
-    title: str, labels: Sequence[str], shares: Sequence[float], counts: Sequence[int], *, xlabel: str = "share"
+    title: str,
+    labels: Sequence[str],
+    shares: Sequence[float],
+    counts: Sequence[int],
+    *,
+    xlabel: str = "share",
 ) -> str:
     """Horizontal bars of shares in [0, 1], each annotated with its percentage and count."""
     with matplotlib.rc_context(_RC):
         n = len(labels)
-        fig = Figure(figsize=(6.0, max(1.6, 0.38 * n + 0.9)))
+        fig = Figure(figsize=(4.8, max(1.7, 0.42 * n + 1.0)))
         ax = fig.add_subplot()
         ys = list(range(n))
         ax.barh(ys, shares, color=_BAR, height=0.6, zorder=2)
         for y, s, c in zip(ys, shares, counts, strict=True):
-            ax.annotate(f"{100 * s:.1f}%  (n={c})", (s, y), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=8, color="#333333")
+            ax.annotate(
+                f"{100 * s:.1f}%  (n={c})",
+                (s, y),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                color="#333333",
+            )
         ax.set_yticks(ys, [_short(lbl) for lbl in labels])
         ax.invert_yaxis()
         ax.set_xlim(0.0, 1.25)

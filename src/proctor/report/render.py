@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +52,19 @@ def _metric_groups(store: RunStore) -> list[dict[str, Any]]:
         plot = None
         if is_plotted_metric(name) and any(r["value"] is not None for r in rows):
             plot = _safe_plot(
-                plots.metric_bars, name, [r["subject"] for r in rows], [r["value"] for r in rows],
-                [r["lo"] for r in rows], [r["hi"] for r in rows], ylabel=name.split(".", 1)[0],
+                plots.metric_bars,
+                name,
+                [r["subject"] for r in rows],
+                [r["value"] for r in rows],
+                [r["lo"] for r in rows],
+                [r["hi"] for r in rows],
+                xlabel=f"{name.split('.', 1)[0]} — whiskers: 95% interval",
             )
         out.append({"name": name, "rows": rows, "plot": plot})
     return out
 
 
-def _safe_plot(fn: Any, *args: Any, **kwargs: Any) -> str | None:
+def _safe_plot(fn: Callable[..., str], *args: Any, **kwargs: Any) -> str | None:
     """A failing plot must not cost the user the whole report: log it and leave the plot out."""
     try:
         return fn(*args, **kwargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -29,6 +30,10 @@ JUDGES = {
     "with_reference": ("llm_with_reference", judge_with_reference),
     "without_reference": ("llm_without_reference", judge_without_reference),
 }
+
+
+def _finite(v: float) -> float | None:
+    return None if v is None or math.isnan(v) else float(v)
 
 
 def _normalise_question(q: str) -> str:
@@ -242,7 +247,9 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
                                        "judge_errors": errors}
         for metric in ("em", "f1"):
             vals = [float(it["data"][metric]) for it in ok]
-            mean, lo, hi = mean_ci(vals) if vals else (None, None, None)
+            mean, lo, hi = (_finite(v) for v in mean_ci(vals)) if vals else (None, None, None)
+            # EM and F1 live in [0, 1]; a t-interval on few items can spill over.
+            lo, hi = (None if lo is None else max(0.0, lo)), (None if hi is None else min(1.0, hi))
             ctx.store.put_metric(f"{metric}.mean", ccfg.name, mean, lo=lo, hi=hi, n=len(vals))
             res[metric] = {"value": mean, "lo": lo, "hi": hi, "n": len(vals)}
         if len(ctx.config.qa.judges) == 2:
