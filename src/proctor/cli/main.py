@@ -14,7 +14,12 @@ from rich.table import Table
 
 from proctor.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure what a model knows about your documents.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Measure what a model knows about your documents.",
+)
 models_app = typer.Typer(no_args_is_help=True, help="Check the models a config names.")
 app.add_typer(models_app, name="models")
 err = Console(stderr=True)
@@ -124,25 +129,16 @@ def _print_summary(summary: dict) -> None:
 
 
 def main() -> None:
+    # Click handles usage errors itself (exit 2); a UserError from any command becomes one paragraph.
     try:
-        app(standalone_mode=False)
+        app()
     except UserError as e:
-        err.print(f"[bold red]Error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+        err.print("[bold red]Error:[/] ", end="")
+        err.print(str(e), markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("Interrupted. Resume with --resume.")
         sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
-        raise
 
 
 if __name__ == "__main__":
