@@ -105,8 +105,16 @@ def messages(tag: str, i: int) -> list[dict[str, str]]:
 
 def start_mock(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "proctor.testing.mock_server", "--port", "0", "--latency-ms", str(latency_ms),
-         "--no-record-bodies"],
+        [
+            sys.executable,
+            "-m",
+            "proctor.testing.mock_server",
+            "--port",
+            "0",
+            "--latency-ms",
+            str(latency_ms),
+            "--no-record-bodies",
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -127,8 +135,13 @@ async def run_bare(base_url: str, n: int, concurrency: int, tag: str, timer: Tim
 
         async def one(i: int) -> None:
             nonlocal ok
-            body = {"model": "mock", "messages": messages(tag, i), "temperature": 0.0, "max_tokens": 512,
-                    "seed": 0}
+            body = {
+                "model": "mock",
+                "messages": messages(tag, i),
+                "temperature": 0.0,
+                "max_tokens": 512,
+                "seed": 0,
+            }
             async with sem, session.post(url, json=body) as resp:
                 data = await resp.json()
             if resp.status == 200 and data["choices"][0]["message"]["content"]:
@@ -200,8 +213,10 @@ async def bench(
         order = ("bare", "proctor") if rnd % 2 == 0 else ("proctor", "bare")
         for variant in order:
             m = await measure(variant, rnd, args, base_url, mock, workdir)
-            print(f"  round {rnd} {variant:8s} {m.rps:7.1f} req/s  wall {m.wall_s:6.3f} s  "
-                  f"cpu {m.cpu_ms_per_call:6.3f} ms/call  mock cpu {m.mock_cpu_s:5.2f} s  ok {m.ok}/{m.n}")
+            print(
+                f"  round {rnd} {variant:8s} {m.rps:7.1f} req/s  wall {m.wall_s:6.3f} s  "
+                f"cpu {m.cpu_ms_per_call:6.3f} ms/call  mock cpu {m.mock_cpu_s:5.2f} s  ok {m.ok}/{m.n}"
+            )
             out.append(m)
     return out
 
@@ -221,7 +236,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=400)
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--latency-ms", type=float, default=200.0)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--target", type=float, default=0.95)
     p.add_argument("--out", type=Path, default=HERE / "results" / "throughput.json")
     p.add_argument("--profile", action="store_true", help="also cProfile one proctor round (not in figures)")
@@ -233,8 +248,10 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="proctor-bench-") as tmp:
             os.environ["PROCTOR_CACHE_DIR"] = tmp  # nothing touches the user's cache
-            print(f"mock server {base_url} (pid {proc.pid}), N={args.n}, latency {args.latency_ms:g} ms, "
-                  f"concurrency {args.concurrency}, ideal {ideal:.1f} req/s")
+            print(
+                f"mock server {base_url} (pid {proc.pid}), N={args.n}, latency {args.latency_ms:g} ms, "
+                f"concurrency {args.concurrency}, ideal {ideal:.1f} req/s"
+            )
             runs = asyncio.run(bench(args, base_url, mock, Path(tmp)))
             profile = profile_proctor(args, base_url, Path(tmp)) if args.profile else None
     finally:
@@ -265,17 +282,31 @@ def main() -> None:
     print()
     print(f"{'variant':10s} {'req/s':>8s} {'of ideal':>9s} {'CPU ms/call':>12s}")
     for variant, s in summary.items():
-        print(f"{variant:10s} {s['median_rps']:8.1f} {s['fraction_of_ideal']:9.1%} "
-              f"{s['median_cpu_ms_per_call']:12.3f}")
+        print(
+            f"{variant:10s} {s['median_rps']:8.1f} {s['fraction_of_ideal']:9.1%} "
+            f"{s['median_cpu_ms_per_call']:12.3f}"
+        )
     verdict = "PASS" if ratio >= args.target else "FAIL"
-    print(f"proctor / bare = {ratio:.3f} (per round: {', '.join(f'{r:.3f}' for r in paired)}; "
-          f"target >= {args.target}) {verdict}")
+    print(
+        f"proctor / bare = {ratio:.3f} (per round: {', '.join(f'{r:.3f}' for r in paired)}; "
+        f"target >= {args.target}) {verdict}"
+    )
 
     result = {
-        "config": {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms,
-                   "rounds": args.rounds, "ideal_rps": ideal, "target_ratio": args.target},
-        "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "aiohttp": aiohttp.__version__},
+        "config": {
+            "n": args.n,
+            "concurrency": args.concurrency,
+            "latency_ms": args.latency_ms,
+            "rounds": args.rounds,
+            "ideal_rps": ideal,
+            "target_ratio": args.target,
+        },
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "aiohttp": aiohttp.__version__,
+        },
         "proctor_recorder": "RunStore (SQLite)" if RunStore is not None else "in-memory list",
         "rounds": [{**asdict(m), "rps": m.rps, "cpu_ms_per_call": m.cpu_ms_per_call} for m in runs],
         "summary": summary,

@@ -6,8 +6,8 @@ import asyncio
 import itertools
 import json
 import random
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -210,7 +210,9 @@ def test_cache_key_never_contains_the_api_key(monkeypatch: pytest.MonkeyPatch) -
     keys = []
     for secret in ("sk-first-SECRET-111", "sk-second-SECRET-222"):
         monkeypatch.setenv("PROCTOR_CORE_TEST_KEY", secret)
-        provider = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1", api_key_env="PROCTOR_CORE_TEST_KEY")
+        provider = OpenAICompatProvider(
+            "m", base_url="http://127.0.0.1:9/v1", api_key_env="PROCTOR_CORE_TEST_KEY"
+        )
         assert secret not in json.dumps(provider.identity())
         keys.append(cache_key(provider.identity(), base))
     assert keys[0] == keys[1]  # the key plays no part in the cache key
@@ -309,6 +311,6 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("-4") == 0.0
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
-    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     got = parse_retry_after(when)
     assert got is not None and 25 <= got <= 31

@@ -103,8 +103,9 @@ async def test_json_schema_sent_as_response_format(mock_server: MockServer, make
 async def test_400_on_response_format_falls_back_to_no_schema(
     mock_server: MockServer, make_model: MakeModel
 ) -> None:
-    mock_server.configure(reject_response_format=True, reply=lambda body: '```json\n{"verdict": "incorrect", '
-                          '"score": 2,}\n```')
+    mock_server.configure(
+        reject_response_format=True, reply=lambda body: '```json\n{"verdict": "incorrect", "score": 2,}\n```'
+    )
     model = make_model()
     c = await model.generate(Q, json_schema=SCHEMA)
     assert c.parsed == {"verdict": "incorrect", "score": 2}
@@ -115,7 +116,9 @@ async def test_400_on_response_format_falls_back_to_no_schema(
     assert mock_server.count == 3 and "response_format" not in (mock_server.requests[2].body or {})
 
 
-async def test_cache_hit_makes_no_request(mock_server: MockServer, make_model: MakeModel, tmp_path: Path) -> None:
+async def test_cache_hit_makes_no_request(
+    mock_server: MockServer, make_model: MakeModel, tmp_path: Path
+) -> None:
     model = make_model(cache=CallCache(tmp_path / "calls.sqlite"))
     first = await model.generate(Q, top_logprobs=2)
     second = await model.generate(Q, top_logprobs=2)
@@ -145,7 +148,9 @@ async def test_429_with_retry_after_is_honoured(mock_server: MockServer, make_mo
 
 
 @pytest.mark.parametrize("kind", ["500", "malformed", "truncated"])
-async def test_transient_faults_are_retried(mock_server: MockServer, make_model: MakeModel, kind: str) -> None:
+async def test_transient_faults_are_retried(
+    mock_server: MockServer, make_model: MakeModel, kind: str
+) -> None:
     mock_server.configure(fault_rate=1.0, fault_kinds=[kind], fault_first_n=2)
     c = await make_model().generate(Q)
     assert c.text.startswith("Mock reply")
@@ -209,8 +214,12 @@ async def test_api_key_sent_as_bearer_but_never_cached(
 def test_missing_api_key_env_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROCTOR_TEST_NO_SUCH_KEY", raising=False)
     with pytest.raises(UserError, match="PROCTOR_TEST_NO_SUCH_KEY") as info:
-        get_model("openai/mock", base_url="http://127.0.0.1:9/v1", api_key_env="PROCTOR_TEST_NO_SUCH_KEY",
-                  where="roles.judge")
+        get_model(
+            "openai/mock",
+            base_url="http://127.0.0.1:9/v1",
+            api_key_env="PROCTOR_TEST_NO_SUCH_KEY",
+            where="roles.judge",
+        )
     assert "roles.judge" in str(info.value)
 
 
@@ -220,9 +229,19 @@ async def test_check_reachable(mock_server: MockServer) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # Nothing listens on `port` now.
-    with pytest.raises(UserError, match=rf"cannot reach the model server at http://127.0.0.1:{port}/v1") as info:
+    with pytest.raises(
+        UserError, match=rf"cannot reach the model server at http://127.0.0.1:{port}/v1"
+    ) as info:
         await check_reachable(f"http://127.0.0.1:{port}/v1", "roles.candidate.base_url", timeout_s=2)
     assert "roles.candidate.base_url" in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "127.0.0.1:8000/v1", "ftp://host/v1", "http:///v1"])
+async def test_base_url_without_scheme_or_host_is_a_user_error(url: str) -> None:
+    with pytest.raises(UserError, match=r"models\.judge: base_url .* is not an http\(s\) URL"):
+        get_model("openai/mock", base_url=url, where="models.judge")
+    with pytest.raises(UserError, match=r"models\.judge\.base_url: base_url .* is not an http\(s\) URL"):
+        await check_reachable(url, "models.judge.base_url")
 
 
 # --- concurrency ------------------------------------------------------------------------------------
@@ -252,9 +271,13 @@ async def test_concurrency_limit_includes_retries(mock_server: MockServer, make_
 async def test_mock_embeddings_and_models(mock_server: MockServer) -> None:
     mock_server.configure(embedding_dim=16)
     async with aiohttp.ClientSession() as s:
-        async with s.post(f"{mock_server.base_url}/embeddings", json={"input": ["a cat", "a dog", "a cat"]}) as r:
+        async with s.post(
+            f"{mock_server.base_url}/embeddings", json={"input": ["a cat", "a dog", "a cat"]}
+        ) as r:
             data = await r.json()
-        async with s.post(f"{mock_server.base_url}/embeddings", json={"input": "a cat", "dimensions": 8}) as r:
+        async with s.post(
+            f"{mock_server.base_url}/embeddings", json={"input": "a cat", "dimensions": 8}
+        ) as r:
             single = await r.json()
         async with s.get(f"{mock_server.base_url}/models") as r:
             models = await r.json()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.models.cache import CallCache, cache_key
-from proctor.models.recording import CallRecord, CallRecorder, CallScope, current_scope
+from proctor.models.recording import CallRecord, current_scope
 from proctor.models.retry import RetryableError, RetryPolicy
 from proctor.models.structured import ParseError, parse_json, reask_message
 from proctor.models.types import Completion, GenerationParams, Message, RawReply, TokenLogprob, Usage
@@ -44,8 +44,7 @@ class Prices:
     output_per_mtok: float = 0.0
 
     def cost(self, usage: Usage) -> float:
-        spent = usage.prompt_tokens * self.input_per_mtok + usage.completion_tokens * self.output_per_mtok
-        return spent / 1e6
+        return (usage.prompt_tokens * self.input_per_mtok + usage.completion_tokens * self.output_per_mtok) / 1e6
 
 
 def _reply_to_json(reply: RawReply) -> dict[str, Any]:
@@ -65,25 +64,6 @@ def _reply_from_json(d: dict[str, Any]) -> RawReply:
         finish_reason=d.get("finish_reason"),
         logprobs=None if lps is None else [TokenLogprob(**t) for t in lps],
     )
-
-
-# Write-behind of replies that arrive while the limiter is saturated: flush once no reply has been queued
-# for _FLUSH_QUIET_S, or once the oldest has waited _FLUSH_MAX_WAIT_S.
-_FLUSH_QUIET_S = 0.002
-_FLUSH_MAX_WAIT_S = 0.05
-
-
-# (cache key, cached reply, recorder, record, resolved once written)
-_PendingItem = tuple[str, dict[str, Any], CallRecorder | None, CallRecord | None, asyncio.Future[None]]
-
-
-@dataclass
-class _Pending:
-    """Cache writes and call records waiting to be written together (one cache transaction)."""
-
-    items: list[_PendingItem] = field(default_factory=list)
-    first: float = 0.0
-    timer: asyncio.TimerHandle | None = None
 
 
 class Model:
@@ -107,7 +87,6 @@ class Model:
         self.cache = cache
         self.max_reasks = max_reasks
         self._semaphores: dict[int, asyncio.Semaphore] = {}
-        self._pending: dict[int, _Pending] = {}
 
     def __repr__(self) -> str:
         return f"Model({self.spec})"
@@ -201,11 +180,10 @@ class Model:
         attempts = 0
         last: RetryableError | None = None
         started = time.perf_counter()
-        sem = self._semaphore()
         while attempts <= self.retry.max_retries:
             attempts += 1
             try:
-                async with sem:
+                async with self._semaphore():
                     t0 = time.perf_counter()
                     reply = await self.provider.complete(messages, params)
                     took = time.perf_counter() - t0
@@ -218,16 +196,9 @@ class Model:
             except ModelCallError as e:
                 self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=e.cause)
                 raise
-            record = self._make_record(scope, reply.usage, took, cached=False, attempts=attempts)
-            if sem.locked():
-                # The slot went straight to a queued call: write behind, so that the queued calls send their
-                # requests before this one's synchronous SQLite work (see _write_behind).
-                await self._write_behind(key, _reply_to_json(reply), scope.recorder, record)
-            else:
-                if self.cache is not None:
-                    self.cache.put(key, _reply_to_json(reply))
-                if record is not None:
-                    scope.recorder.record_call(record)
+            if self.cache is not None:
+                self.cache.put(key, _reply_to_json(reply))
+            self._record(scope, reply.usage, took, cached=False, attempts=attempts)
             return reply, False, took
         assert last is not None
         self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=last.cause)
@@ -237,101 +208,26 @@ class Model:
             status=last.status,
         )
 
-    def _make_record(
-        self,
-        scope: CallScope,
-        usage: Usage,
-        latency: float,
-        cached: bool,
-        attempts: int,
-        error: str | None = None,
-    ) -> CallRecord | None:
+    def _record(
+        self, scope: Any, usage: Usage, latency: float, cached: bool, attempts: int, error: str | None = None
+    ) -> None:
         if scope.recorder is None:
-            return None
-        return CallRecord(
-            provider=self.provider.provider,
-            model=self.provider.model,
-            role=scope.role,
-            item_key=scope.item_key,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_usd=self.prices.cost(usage),
-            latency_s=latency,
-            cached=cached,
-            attempts=attempts,
-            error=error,
+            return
+        scope.recorder.record_call(
+            CallRecord(
+                provider=self.provider.provider,
+                model=self.provider.model,
+                role=scope.role,
+                item_key=scope.item_key,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_usd=self.prices.cost(usage),
+                latency_s=latency,
+                cached=cached,
+                attempts=attempts,
+                error=error,
+            )
         )
 
-    def _record(
-        self,
-        scope: CallScope,
-        usage: Usage,
-        latency: float,
-        cached: bool,
-        attempts: int,
-        error: str | None = None,
-    ) -> None:
-        record = self._make_record(scope, usage, latency, cached, attempts, error)
-        if record is not None:
-            assert scope.recorder is not None
-            scope.recorder.record_call(record)
-
-    async def _write_behind(
-        self, key: str, value: dict[str, Any], recorder: CallRecorder | None, record: CallRecord | None
-    ) -> None:
-        """Queue this reply's cache write and call record; return once they are written.
-
-        Replies come back in waves when the limiter is saturated. Writing each one inline would hold the
-        event loop while the calls it freed slots for wait to send. Instead the wave is written in one
-        batch (one cache transaction) by a timer: asyncio runs expired timers after the callbacks already
-        queued, so the freed calls' requests go out first. The caller still waits for the write, so a
-        kill -9 loses nothing that returned.
-        """
-        loop = asyncio.get_running_loop()
-        pending = self._pending.get(id(loop))
-        now = loop.time()
-        if pending is None:
-            pending = self._pending[id(loop)] = _Pending(first=now)
-        done: asyncio.Future[None] = loop.create_future()
-        pending.items.append((key, value, recorder, record, done))
-        if pending.timer is not None:
-            pending.timer.cancel()
-        if now - pending.first >= _FLUSH_MAX_WAIT_S:
-            self._flush(id(loop))
-        else:
-            pending.timer = loop.call_later(_FLUSH_QUIET_S, self._flush, id(loop))
-        try:
-            await done
-        except asyncio.CancelledError:
-            self._flush(id(loop))  # the reply was paid for: keep it even if the caller is cancelled
-            raise
-
-    def _flush(self, loop_id: int) -> None:
-        pending = self._pending.pop(loop_id, None)
-        if pending is None:
-            return
-        if pending.timer is not None:
-            pending.timer.cancel()
-        if self.cache is not None:
-            try:
-                self.cache.put_many({key: value for key, value, *_ in pending.items})
-            except Exception as e:
-                for *_, done in pending.items:
-                    if not done.done():
-                        done.set_exception(e)
-                return
-        for _, _, recorder, record, done in pending.items:
-            try:
-                if recorder is not None and record is not None:
-                    recorder.record_call(record)
-            except Exception as e:
-                if not done.done():
-                    done.set_exception(e)
-                continue
-            if not done.done():
-                done.set_result(None)
-
     async def aclose(self) -> None:
-        for loop_id in list(self._pending):
-            self._flush(loop_id)
         await self.provider.aclose()

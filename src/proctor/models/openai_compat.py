@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -37,6 +38,23 @@ def resolve_api_key(api_key_env: str | None, base_url: str, where: str) -> str |
     return key
 
 
+def validate_base_url(base_url: str, where: str) -> str:
+    """`base_url` without its trailing slash; anything but an http(s) URL with a host is a user error."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(
+            f"{where}: base_url '{base_url}' is not an http(s) URL. Write it in full, with the scheme and "
+            f"the API path, e.g. http://localhost:8000/v1."
+        )
+    return base_url.rstrip("/")
+
+
+def _bad_url(where: str, url: str) -> UserError:
+    return UserError(
+        f"{where}: '{url}' is not a valid URL. Correct base_url in the config, e.g. http://localhost:8000/v1."
+    )
+
+
 class OpenAICompatProvider:
     provider = "openai"
 
@@ -52,7 +70,7 @@ class OpenAICompatProvider:
         provider_name: str = "openai",
     ) -> None:
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = validate_base_url(base_url, where)
         self.timeout_s = timeout_s
         self.where = where
         self.provider = provider_name
@@ -106,7 +124,7 @@ class OpenAICompatProvider:
     async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
         with_schema = self.supports_json_schema
         status, text, headers = await self._post(self._body(messages, params, with_schema))
-        if status == 400 and with_schema and params.json_schema is not None and "response_format" in text:
+        if status == 400 and with_schema and params.json_schema is not None and ("response_format" in text or "schema" in text.lower()):
             # The server does not take JSON schemas: fall back to tolerant parsing and re-asks.
             self.supports_json_schema = False
             status, text, headers = await self._post(self._body(messages, params, False))
@@ -121,7 +139,9 @@ class OpenAICompatProvider:
                 retry_after=parse_retry_after(headers.get("Retry-After")),
             )
         if status >= 400:
-            raise ModelCallError(f"{self.where}: HTTP {status}: {text[:300]}", cause=f"http_{status}", status=status)
+            raise ModelCallError(
+                f"{self.where}: HTTP {status}: {text[:300]}", cause=f"http_{status}", status=status
+            )
         try:
             data = json.loads(text)
             choice = data["choices"][0]
@@ -141,10 +161,12 @@ class OpenAICompatProvider:
             async with self._session().post(f"{self.base_url}/chat/completions", json=body) as resp:
                 text = await resp.text()
                 return resp.status, text, resp.headers
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RetryableError(f"no reply within {self.timeout_s}s", cause="timeout") from None
         except aiohttp.ClientPayloadError as e:
             raise RetryableError(f"truncated body: {e}", cause="truncated") from None
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError):
+            raise _bad_url(self.where, self.base_url) from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, OSError) as e:
             raise RetryableError(f"connection error: {type(e).__name__}", cause="connection") from None
 
@@ -166,12 +188,18 @@ def _parse_logprobs(lp: Any) -> list[TokenLogprob] | None:
 
 
 async def check_reachable(base_url: str, where: str, timeout_s: float = 5.0) -> None:
-    """Any HTTP answer from the server counts; a refused connection or DNS failure is a user error."""
+    """Any HTTP answer from the server counts; a refused connection, DNS failure or malformed URL is a
+    user error."""
+    base_url = validate_base_url(base_url, where)
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s:
-            async with s.get(f"{base_url.rstrip('/')}/models") as resp:
-                await resp.read()
-    except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as e:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s,
+            s.get(f"{base_url}/models") as resp,
+        ):
+            await resp.read()
+    except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError):
+        raise _bad_url(where, base_url) from None
+    except (TimeoutError, aiohttp.ClientConnectionError, OSError) as e:
         raise UserError(
             f"{where}: cannot reach the model server at {base_url} ({type(e).__name__}). "
             f"Start the server or correct base_url in the config."

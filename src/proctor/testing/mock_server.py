@@ -38,11 +38,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")
 ReplyFn = Callable[[dict[str, Any]], str]
@@ -54,7 +55,7 @@ class RecordedRequest:
 
     path: str
     body: dict[str, Any] | None
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # case-insensitive
     fault: str | None
     attempt: int
     started: float
@@ -137,7 +138,7 @@ def minimal_instance(schema: dict[str, Any]) -> Any:
         item = minimal_instance(schema.get("items") or {"type": "string"})
         return [item] * int(schema.get("minItems", 0))
     if kind == "integer":
-        return int(math.ceil(schema.get("minimum", 1)))
+        return math.ceil(schema.get("minimum", 1))
     if kind == "number":
         return float(schema.get("minimum", 0.5))
     if kind == "boolean":
@@ -199,15 +200,21 @@ def embedding(text: str, dim: int) -> list[float]:
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(text=json.dumps(data), status=status, content_type="application/json", headers=headers)
+    return web.Response(
+        text=json.dumps(data), status=status, content_type="application/json", headers=headers
+    )
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> web.Response:
-    return _json({"error": {"message": message, "type": kind, "code": status}}, status=status, headers=headers)
+    return _json(
+        {"error": {"message": message, "type": kind, "code": status}}, status=status, headers=headers
+    )
 
 
 async def _latency(config: MockConfig, rng: random.Random) -> None:
-    delay = config.latency_ms + (rng.uniform(-config.jitter_ms, config.jitter_ms) if config.jitter_ms else 0.0)
+    delay = config.latency_ms + (
+        rng.uniform(-config.jitter_ms, config.jitter_ms) if config.jitter_ms else 0.0
+    )
     if delay > 0:
         await asyncio.sleep(delay / 1000.0)
 
@@ -225,7 +232,9 @@ async def _inject(kind: str, request: web.Request, config: MockConfig) -> web.St
         await asyncio.sleep(config.hang_s)
         return _error(504, "hung (mock)", "timeout")
     if kind == "malformed":
-        return web.Response(text="<html>upstream proxy error: not json", status=200, content_type="application/json")
+        return web.Response(
+            text="<html>upstream proxy error: not json", status=200, content_type="application/json"
+        )
     # truncated: promise more bytes than are sent, then drop the connection.
     payload = b'{"id": "chatcmpl-mock", "choices": [{"message": {"content": "cut o'
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -259,7 +268,7 @@ def build_app(state: _State) -> web.Application:
         rec = RecordedRequest(
             path=request.path,
             body=body if config.record_bodies else None,
-            headers=dict(request.headers),
+            headers=CIMultiDict(request.headers),
             fault=fault,
             attempt=attempt,
             started=time.monotonic(),
@@ -282,7 +291,10 @@ def build_app(state: _State) -> web.Application:
             rec.finished = time.monotonic()
 
     async def handle_models(request: web.Request) -> web.Response:
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "proctor-mock"} for m in state.config.models]
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "proctor-mock"}
+            for m in state.config.models
+        ]
         return _json({"object": "list", "data": data})
 
     async def handle_stats(request: web.Request) -> web.Response:
@@ -447,14 +459,18 @@ class MockServer:
 
         self._thread = threading.Thread(target=run, name="proctor-mock-server", daemon=True)
         self._thread.start()
-        ready.wait(10)
+        if not ready.wait(10):
+            raise RuntimeError("mock server did not start within 10 s")
         if errors:
             raise errors[0]
         return self
 
     async def _serve_start(self) -> None:
         self._runner = web.AppRunner(
-            build_app(self._state), handle_signals=False, access_log=None, handler_cancellation=True,
+            build_app(self._state),
+            handle_signals=False,
+            access_log=None,
+            handler_cancellation=True,
             shutdown_timeout=0.5,
         )
         await self._runner.setup()
@@ -504,8 +520,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--jitter-ms", type=float, default=0.0)
     p.add_argument("--fault-rate", type=float, default=0.0)
     p.add_argument("--fault-kinds", default="500", help=f"comma-separated, from {','.join(FAULT_KINDS)}")
-    p.add_argument("--fault-first-n", type=int, default=None, help="fault only the first N attempts per request")
-    p.add_argument("--retry-after", type=float, default=0.0, help="Retry-After seconds sent with 429 (-1: none)")
+    p.add_argument(
+        "--fault-first-n", type=int, default=None, help="fault only the first N attempts per request"
+    )
+    p.add_argument(
+        "--retry-after", type=float, default=0.0, help="Retry-After seconds sent with 429 (-1: none)"
+    )
     p.add_argument("--hang-s", type=float, default=30.0)
     p.add_argument("--reject-response-format", action="store_true")
     p.add_argument("--embedding-dim", type=int, default=64)
@@ -539,7 +559,11 @@ async def _serve_forever(args: argparse.Namespace) -> None:
     config.validate()
     state = _State(config=config, rng=random.Random(config.seed))
     runner = web.AppRunner(
-        build_app(state), handle_signals=False, access_log=None, handler_cancellation=True, shutdown_timeout=0.5
+        build_app(state),
+        handle_signals=False,
+        access_log=None,
+        handler_cancellation=True,
+        shutdown_timeout=0.5,
     )
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, backlog=1024)
