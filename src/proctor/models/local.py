@@ -26,7 +26,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,7 +37,7 @@ from proctor.models.types import GenerationParams, Message, RawReply
 
 log = logging.getLogger(__name__)
 
-PIP_INSTALL_HINT = "pip install 'proctor[local]'"
+PIP_INSTALL_HINT = "pip install 'proctor[local]', which ./install.sh runs"
 DEFAULT_PARALLEL = 2
 DEFAULT_CTX_PER_SLOT = 4096
 _MAX_AUTO_PARALLEL = 8
@@ -104,9 +104,15 @@ def resolve_model(name: str, where: str = "model") -> PackagedModel:
     return PACKAGED_MODELS[key]
 
 
+def models_dir() -> Path:
+    """$PROCTOR_MODELS_DIR, else `<cache dir>/models`: a user folder, never site-packages."""
+    env = os.environ.get("PROCTOR_MODELS_DIR")
+    return Path(env).expanduser() if env else default_cache_dir() / "models"
+
+
 def weights_path(name: str) -> Path:
-    """Where the joined GGUF lives: the user cache folder, never site-packages."""
-    return default_cache_dir() / "models" / f"{resolve_model(name).name}.gguf"
+    """Where the joined GGUF of a packaged model lives."""
+    return models_dir() / f"{resolve_model(name).name}.gguf"
 
 
 def _chunk_paths(model: PackagedModel, where: str) -> list[Path]:
@@ -235,6 +241,21 @@ def ensure_weights(name: str, *, where: str = "model") -> Path:
 # --------------------------------------------------------------------------------------------- server
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """What a server is started with; one server per (weights, settings) per process.
+
+    prompt_cache reuses a slot's KV cache for a shared prompt prefix (much faster for multi-turn and
+    few-shot prompts); greedy text stays the same, but logprobs can differ in the last digits between a
+    cached and an uncached prefix. Set it False for bit-identical logprobs.
+    """
+
+    n_parallel: int = DEFAULT_PARALLEL
+    ctx_per_slot: int = DEFAULT_CTX_PER_SLOT
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    prompt_cache: bool = True
+
+
 class LocalServer:
     """A llama.cpp server child process on 127.0.0.1, started on demand and stopped at exit.
 
@@ -244,17 +265,13 @@ class LocalServer:
     def __init__(
         self,
         weights: Path,
+        settings: ServerSettings | None = None,
         *,
-        n_parallel: int = DEFAULT_PARALLEL,
-        ctx_per_slot: int = DEFAULT_CTX_PER_SLOT,
-        threads: int | None = None,
         startup_timeout_s: float = 300.0,
         log_path: Path | None = None,
     ) -> None:
         self.weights = Path(weights)
-        self.n_parallel = n_parallel
-        self.ctx_per_slot = ctx_per_slot
-        self.threads = threads or os.cpu_count() or 1
+        self.settings = settings or ServerSettings()
         self.startup_timeout_s = startup_timeout_s
         self.log_path = log_path or default_cache_dir() / "logs" / f"llama-server-{self.weights.stem}.log"
         self.address: str | None = None
@@ -272,13 +289,15 @@ class LocalServer:
         return self.start() + "/v1"
 
     def command(self) -> list[str]:
+        s = self.settings
         return [
             sys.executable, "-m", "proctor.models.local_server",
             "--model", str(self.weights),
-            "--ctx", str(self.ctx_per_slot * self.n_parallel),
-            "--parallel", str(self.n_parallel),
-            "--threads", str(self.threads),
+            "--ctx", str(s.ctx_per_slot * s.n_parallel),
+            "--parallel", str(s.n_parallel),
+            "--threads", str(s.threads),
             "--log", str(self.log_path),
+            *([] if s.prompt_cache else ["--no-prompt-cache"]),
         ]  # fmt: skip
 
     def start(self) -> str:
@@ -388,19 +407,18 @@ class LocalServer:
                 proc.wait()
 
 
-_SERVERS: dict[tuple[str, int, int, int], LocalServer] = {}
+_SERVERS: dict[tuple[str, ServerSettings], LocalServer] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def get_server(weights: Path, *, n_parallel: int, ctx_per_slot: int, threads: int) -> LocalServer:
+def get_server(weights: Path, settings: ServerSettings | None = None) -> LocalServer:
     """The process-wide server for these weights and settings (created, not started)."""
-    key = (str(Path(weights).resolve()), n_parallel, ctx_per_slot, threads)
+    settings = settings or ServerSettings()
+    key = (str(Path(weights).resolve()), settings)
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
         if server is None:
-            server = _SERVERS[key] = LocalServer(
-                weights, n_parallel=n_parallel, ctx_per_slot=ctx_per_slot, threads=threads
-            )
+            server = _SERVERS[key] = LocalServer(weights, settings)
         return server
 
 
@@ -425,10 +443,8 @@ class LocalProvider(OpenAICompatProvider):
     def __init__(
         self,
         model: PackagedModel,
+        settings: ServerSettings,
         *,
-        n_parallel: int,
-        ctx_per_slot: int,
-        threads: int,
         timeout_s: float,
         startup_timeout_s: float = 300.0,
         where: str,
@@ -443,9 +459,8 @@ class LocalProvider(OpenAICompatProvider):
             provider_name="local",
         )
         self.packaged = model
-        self.n_parallel = n_parallel
-        self.ctx_per_slot = ctx_per_slot
-        self.threads = threads
+        self.settings = settings
+        self.n_parallel = settings.n_parallel  # the default concurrency (read by get_model)
         self.startup_timeout_s = startup_timeout_s
         self.server: LocalServer | None = None
         self._prepare_lock = threading.Lock()
@@ -455,9 +470,7 @@ class LocalProvider(OpenAICompatProvider):
         with self._prepare_lock:
             if self.server is None:
                 weights = ensure_weights(self.packaged.name, where=self.where)
-                self.server = get_server(
-                    weights, n_parallel=self.n_parallel, ctx_per_slot=self.ctx_per_slot, threads=self.threads
-                )
+                self.server = get_server(weights, self.settings)
                 self.server.startup_timeout_s = self.startup_timeout_s
         self.base_url = self.server.base_url
         return self.base_url
@@ -481,6 +494,7 @@ def local_provider(
     n_parallel: int | None = None,
     n_ctx: int | None = None,
     threads: int | None = None,
+    prompt_cache: bool = True,
     timeout_s: float = 600.0,
     startup_timeout_s: float = 300.0,
     **unknown: Any,
@@ -490,24 +504,29 @@ def local_provider(
     n_parallel: server slots (default: max_concurrency capped at 8, else 2); also the default concurrency.
     n_ctx: context tokens per slot (default 4096); the server gets n_ctx * n_parallel.
     threads: CPU threads for llama.cpp (default: all cores).
+    prompt_cache: reuse shared prompt prefixes (default); False gives bit-identical logprobs, slower.
     timeout_s: per request (generous: CPU generation is slow); startup_timeout_s: model load.
     """
     if unknown:
         raise UserError(
             f"{where}: unknown option(s) for a local model: {', '.join(sorted(unknown))}. "
-            f"Local models take n_parallel, n_ctx, threads, timeout_s and startup_timeout_s."
+            f"Local models take n_parallel, n_ctx, threads, prompt_cache, timeout_s and startup_timeout_s."
         )
     model = resolve_model(name, where)
     if n_parallel is None:
         n_parallel = min(max_concurrency, _MAX_AUTO_PARALLEL) if max_concurrency else DEFAULT_PARALLEL
-    for field, value in (("n_parallel", n_parallel), ("n_ctx", n_ctx), ("threads", threads)):
+    for option, value in (("n_parallel", n_parallel), ("n_ctx", n_ctx), ("threads", threads)):
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise UserError(f"{where}: {field} for a local model must be a positive integer, got {value!r}.")
-    return LocalProvider(
-        model,
+            raise UserError(f"{where}: {option} for a local model must be a positive integer, got {value!r}.")
+    settings = ServerSettings(
         n_parallel=n_parallel,
         ctx_per_slot=n_ctx or DEFAULT_CTX_PER_SLOT,
         threads=threads or os.cpu_count() or 1,
+        prompt_cache=bool(prompt_cache),
+    )
+    return LocalProvider(
+        model,
+        settings,
         timeout_s=timeout_s,
         startup_timeout_s=startup_timeout_s,
         where=where,

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     ap.add_argument("--log", default=None, help="file for llama.cpp's log (default: discard)")
     ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--no-prompt-cache", action="store_true", help="bit-identical logprobs, slower")
     args = ap.parse_args(argv)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
     params.warmup = not args.no_warmup
+    params.cache_prompt = not args.no_prompt_cache
     try:
         server = xlc.Server(params)
     except Exception as e:  # surfaces in the log; the parent reports the log path
