@@ -12,8 +12,13 @@ import pytest
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proctor.cli.main", *args], capture_output=True, text=True,
-                          timeout=120, env=env or dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "proctor.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or dict(os.environ),
+    )
 
 
 def assert_user_error(r: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -48,7 +53,7 @@ def test_bad_files_are_skipped_and_reported(tmp_path: Path) -> None:
 def test_fifty_megabyte_single_line_file(tmp_path: Path) -> None:
     d = tmp_path / "big"
     d.mkdir()
-    (d / "line.txt").write_text(("word " * 10_485_760)[:50 * 1024 * 1024])
+    (d / "line.txt").write_text(("word " * 10_485_760)[: 50 * 1024 * 1024])
     r = cli("ingest", str(d))
     assert r.returncode == 0, r.stderr
     assert "line.txt" not in r.stdout.split("skipped")[-1] or "skipped: 0" in r.stdout

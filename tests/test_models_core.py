@@ -314,3 +314,42 @@ def test_parse_retry_after() -> None:
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     got = parse_retry_after(when)
     assert got is not None and 25 <= got <= 31
+
+
+async def test_identical_concurrent_requests_share_one_call() -> None:
+    """Single flight: two identical requests in flight at once reach the provider once and get the same
+    reply, so a re-run from the cache reproduces exactly what the first run scored."""
+    import asyncio as _asyncio
+
+    from proctor.models import get_model
+    from proctor.models.scripted import register_script
+    from proctor.store import RunStore
+
+    calls: list[int] = []
+
+    def slow_counter(messages, params):
+        calls.append(1)
+        return f"reply {len(calls)}"
+
+    register_script("single-flight", slow_counter)
+    model = get_model("scripted/single-flight")
+    original = model.provider.complete
+
+    async def delayed(messages, params):
+        await _asyncio.sleep(0.05)
+        return await original(messages, params)
+
+    model.provider.complete = delayed  # type: ignore[method-assign]
+    msgs = [{"role": "user", "content": "same question"}]
+    import tempfile
+
+    from proctor.models.recording import call_scope
+
+    store = RunStore(Path(tempfile.mkdtemp()) / "run.sqlite")
+    with call_scope(recorder=store):
+        a, b = await _asyncio.gather(model.generate(msgs), model.generate(msgs))
+    assert len(calls) == 1
+    assert a.text == b.text == "reply 1"
+    assert sorted([a.cached, b.cached]) == [False, True]
+    totals = store.call_totals()
+    assert totals[0]["calls"] == 2 and totals[0]["cache_hits"] == 1

@@ -21,7 +21,7 @@ FACTS = {
 }
 
 
-def examiner(messages, params):  # noqa: ANN001, ANN201
+def examiner(messages, params):
     text = messages[-1]["content"]
     for key, (q, a) in FACTS.items():
         if key in text:
@@ -29,7 +29,7 @@ def examiner(messages, params):  # noqa: ANN001, ANN201
     return "not json"
 
 
-def good_candidate(messages, params):  # noqa: ANN001, ANN201
+def good_candidate(messages, params):
     text = messages[-1]["content"]
     # Knows Velmora and Tarn, wrong on Quillan.
     if "Velmora" in text:
@@ -39,16 +39,18 @@ def good_candidate(messages, params):  # noqa: ANN001, ANN201
     return "They are red."
 
 
-def failing_candidate(messages, params):  # noqa: ANN001, ANN201
+def failing_candidate(messages, params):
     raise RetryableError("HTTP 500", cause="http_500", status=500)
 
 
-def judge(messages, params):  # noqa: ANN001, ANN201
+def judge(messages, params):
     text = next(m["content"] for m in messages if m["role"] == "user")  # the original prompt, even in re-asks
     if "Quillan" in text and "<reference_answer>" not in text:
         return "I cannot decide"  # unparseable: the without-reference judge fails on Quillan
     answer = re.search(r"<candidate_answer>(.*?)</candidate_answer>", text, re.DOTALL)
-    ok = any(a in text and a.lower() in (answer.group(1).lower() if answer else "") for _, a in FACTS.values())
+    ok = any(
+        a in text and a.lower() in (answer.group(1).lower() if answer else "") for _, a in FACTS.values()
+    )
     return json.dumps({"reason": "checked", "verdict": "correct" if ok else "incorrect"})
 
 
@@ -134,7 +136,9 @@ def test_rerun_makes_no_calls_and_identical_results(qa_config: Path, tmp_path: P
 
 def test_resume_skips_done_items(qa_config: Path, tmp_path: Path) -> None:
     first = run_config(qa_config, out=tmp_path / "runs", show_progress=False)
-    n_items = sqlite3.connect(first.run_dir / "run.sqlite").execute("SELECT COUNT(*) FROM items").fetchone()[0]
+    n_items = (
+        sqlite3.connect(first.run_dir / "run.sqlite").execute("SELECT COUNT(*) FROM items").fetchone()[0]
+    )
     resumed = run_config(qa_config, out=tmp_path / "runs", resume=True, show_progress=False)
     assert resumed.run_dir == first.run_dir
     con = sqlite3.connect(resumed.run_dir / "run.sqlite")

@@ -25,7 +25,9 @@ def reply(body: dict[str, Any]) -> str:
     text = next(m["content"] for m in body["messages"] if m["role"] == "user")
     tag = abs(hash(text)) % 10_000
     if "Reference text" in text:
-        return json.dumps({"question": f"What is fact number {tag} about the topic?", "answer": f"fact {tag}"})
+        return json.dumps(
+            {"question": f"What is fact number {tag} about the topic?", "answer": f"fact {tag}"}
+        )
     if "<candidate_answer>" in text:
         return json.dumps({"reason": "compared", "verdict": "correct" if tag % 2 else "incorrect"})
     return f"The answer is fact {tag}."
@@ -57,7 +59,9 @@ qa: {{num_questions: {num_questions}}}
     return cfg
 
 
-def proctor(*args: str, env: dict[str, str], wait: bool = True) -> subprocess.Popen[str] | subprocess.CompletedProcess[str]:
+def proctor(
+    *args: str, env: dict[str, str], wait: bool = True
+) -> subprocess.Popen[str] | subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "proctor.cli.main", *args]
     if not wait:
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -69,7 +73,9 @@ def env_for(tmp_path: Path, cache: str) -> dict[str, str]:
 
 
 def chat_bodies(server: MockServer) -> list[str]:
-    return [json.dumps(r.body, sort_keys=True) for r in server.requests if r.path.endswith("/chat/completions")]
+    return [
+        json.dumps(r.body, sort_keys=True) for r in server.requests if r.path.endswith("/chat/completions")
+    ]
 
 
 def test_kill_and_resume_loses_nothing_and_repeats_only_in_flight(tmp_path: Path) -> None:
@@ -77,13 +83,22 @@ def test_kill_and_resume_loses_nothing_and_repeats_only_in_flight(tmp_path: Path
     with MockServer(latency_ms=60, reply=reply) as server:
         cfg = write_config(tmp_path, server.base_url, num_questions=n)
         # Reference: an uninterrupted run in its own cache.
-        done = proctor("run", str(cfg), "--quiet", "--out", str(tmp_path / "ref"), env=env_for(tmp_path, "c1"))
+        done = proctor(
+            "run", str(cfg), "--quiet", "--out", str(tmp_path / "ref"), env=env_for(tmp_path, "c1")
+        )
         assert done.returncode == 0, done.stderr
         reference_calls = len(chat_bodies(server))
         server.reset()
 
-        proc = proctor("run", str(cfg), "--quiet", "--out", str(tmp_path / "runs"), env=env_for(tmp_path, "c2"),
-                       wait=False)
+        proc = proctor(
+            "run",
+            str(cfg),
+            "--quiet",
+            "--out",
+            str(tmp_path / "runs"),
+            env=env_for(tmp_path, "c2"),
+            wait=False,
+        )
         deadline = time.time() + 120
         while len(chat_bodies(server)) < reference_calls // 2 and time.time() < deadline:
             time.sleep(0.02)
@@ -92,8 +107,15 @@ def test_kill_and_resume_loses_nothing_and_repeats_only_in_flight(tmp_path: Path
         before_kill = len(chat_bodies(server))
         assert 0 < before_kill < reference_calls
 
-        resumed = proctor("run", str(cfg), "--quiet", "--resume", "--out", str(tmp_path / "runs"),
-                          env=env_for(tmp_path, "c2"))
+        resumed = proctor(
+            "run",
+            str(cfg),
+            "--quiet",
+            "--resume",
+            "--out",
+            str(tmp_path / "runs"),
+            env=env_for(tmp_path, "c2"),
+        )
         assert resumed.returncode == 0, resumed.stderr
         total = len(chat_bodies(server))
         in_flight_max = 4  # max_concurrency
@@ -113,10 +135,18 @@ def test_kill_and_resume_loses_nothing_and_repeats_only_in_flight(tmp_path: Path
 
 def test_faults_of_every_kind_run_completes_with_every_item_accounted(tmp_path: Path) -> None:
     n = 10
-    with MockServer(reply=reply, fault_rate=0.2, fault_kinds=("429", "500", "hang", "malformed", "truncated"),
-                    retry_after_s=0.1, hang_s=3.0, seed=7) as server:
+    with MockServer(
+        reply=reply,
+        fault_rate=0.2,
+        fault_kinds=("429", "500", "hang", "malformed", "truncated"),
+        retry_after_s=0.1,
+        hang_s=3.0,
+        seed=7,
+    ) as server:
         cfg = write_config(tmp_path, server.base_url, num_questions=n, timeout_s=1.0)
-        done = proctor("run", str(cfg), "--quiet", "--out", str(tmp_path / "runs"), env=env_for(tmp_path, "c"))
+        done = proctor(
+            "run", str(cfg), "--quiet", "--out", str(tmp_path / "runs"), env=env_for(tmp_path, "c")
+        )
         assert done.returncode == 0, done.stderr
         faults = {r.fault for r in server.requests if r.fault}
         assert faults == {"429", "500", "hang", "malformed", "truncated"}

@@ -103,16 +103,24 @@ class RunConfig(Strict):
         for role in ("examiner", "judge"):
             ref = getattr(self.roles, role)
             if ref is not None and ref not in names:
-                raise ValueError(f"roles.{role} refers to model '{ref}', which is not a key of `models` {sorted(names)}")
+                raise ValueError(
+                    f"roles.{role} refers to model '{ref}', which is not a key of `models` {sorted(names)}"
+                )
         seen = set()
         for i, c in enumerate(self.candidates):
             if c.model not in names:
-                raise ValueError(f"candidates[{i}].model refers to '{c.model}', not a key of `models` {sorted(names)}")
+                raise ValueError(
+                    f"candidates[{i}].model refers to '{c.model}', not a key of `models` {sorted(names)}"
+                )
             if c.name in seen:
-                raise ValueError(f"candidates[{i}].name '{c.name}' is used twice; candidate names must be unique")
+                raise ValueError(
+                    f"candidates[{i}].name '{c.name}' is used twice; candidate names must be unique"
+                )
             seen.add(c.name)
             if c.retriever in ("dense", "hybrid") and not self.embedder:
-                raise ValueError(f"candidates[{i}] uses retriever '{c.retriever}', which needs `embedder` to be set")
+                raise ValueError(
+                    f"candidates[{i}] uses retriever '{c.retriever}', which needs `embedder` to be set"
+                )
         return self
 
     def config_hash(self) -> str:
@@ -152,9 +160,13 @@ def load_config(path: str | Path) -> RunConfig:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserError(f"{p}: invalid YAML{where}: {problem}. Fix the syntax (indentation, colons, quotes).") from None
+        raise UserError(
+            f"{p}: invalid YAML{where}: {problem}. Fix the syntax (indentation, colons, quotes)."
+        ) from None
     if not isinstance(raw, dict):
-        raise UserError(f"{p}: the config must be a YAML mapping with at least `protocol`, `corpus` and `models`.")
+        raise UserError(
+            f"{p}: the config must be a YAML mapping with at least `protocol`, `corpus` and `models`."
+        )
     corpus = raw.get("corpus")
     if isinstance(corpus, dict) and isinstance(corpus.get("path"), str):
         cp = Path(corpus["path"]).expanduser()

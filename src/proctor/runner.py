@@ -70,7 +70,11 @@ def _run_dir(config: RunConfig, out: Path, resume: bool) -> Path:
 
 
 def run_config(
-    config: RunConfig | str | Path, *, out: str | Path = "runs", resume: bool = False, show_progress: bool = True
+    config: RunConfig | str | Path,
+    *,
+    out: str | Path = "runs",
+    resume: bool = False,
+    show_progress: bool = True,
 ) -> RunResult:
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     models = build_models(cfg)
@@ -83,7 +87,9 @@ def run_config(
     log.setLevel(logging.INFO)
     try:
         store = RunStore(run_dir / "run.sqlite")
-        store.start_run(run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__)
+        store.start_run(
+            run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__
+        )
         log.info("run %s (%s) started%s", run_dir.name, cfg.protocol, " (resumed)" if resume else "")
         protocol = get_protocol(cfg.protocol)
         with ProgressReporter(store.live, enabled=show_progress) as progress:

@@ -52,8 +52,14 @@ def ingest(
     from proctor.corpus import load_corpus
     from proctor.corpus.config import CorpusConfig
 
-    corpus = load_corpus(CorpusConfig(path=str(path), text_field=text_field, min_chunk_chars=min_chunk_chars,
-                                      max_chunk_chars=max_chunk_chars))
+    corpus = load_corpus(
+        CorpusConfig(
+            path=str(path),
+            text_field=text_field,
+            min_chunk_chars=min_chunk_chars,
+            max_chunk_chars=max_chunk_chars,
+        )
+    )
     for line in corpus.report.summary_lines():
         out.print(line, markup=False, highlight=False)
     out.print(f"fingerprint {corpus.fingerprint[:16]}")
@@ -73,9 +79,11 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
         rows = []
         for name, model in models.items():
             try:
-                c = await model.generate([{"role": "user", "content": "Reply with the word: ok"}], max_tokens=4)
+                c = await model.generate(
+                    [{"role": "user", "content": "Reply with the word: ok"}], max_tokens=4
+                )
                 rows.append((name, model.spec, f"ok ({c.latency_s:.2f}s{', cached' if c.cached else ''})"))
-            except Exception as e:  # noqa: BLE001 — report every model's failure, then exit non-zero
+            except Exception as e:
                 rows.append((name, model.spec, f"FAILED: {e}"))
             await model.aclose()
         return rows
@@ -86,7 +94,9 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
         t.add_row(*r)
     out.print(t)
     if any(r[2].startswith("FAILED") for r in rows):
-        raise UserError(f"{config}: some models could not be reached (see the table above). Fix their settings.")
+        raise UserError(
+            f"{config}: some models could not be reached (see the table above). Fix their settings."
+        )
 
 
 @app.command()
@@ -114,14 +124,21 @@ def _print_summary(summary: dict) -> None:
         return
     t = Table("candidate", "answered", "acc (judge w/ ref)", "acc (judge w/o ref)", "F1")
     for name, r in cands.items():
+
         def acc(key: str, r: dict = r) -> str:
             a = r.get(key) or {}
             if a.get("value") is None:
                 return "—"
             return f"{a['value']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}] n={a['n']}"
+
         f1v = (r.get("f1") or {}).get("value")
-        t.add_row(name, f"{r['answered']}/{r['questions']}", acc("accuracy_with_reference"),
-                  acc("accuracy_without_reference"), "—" if f1v is None else f"{f1v:.2f}")
+        t.add_row(
+            name,
+            f"{r['answered']}/{r['questions']}",
+            acc("accuracy_with_reference"),
+            acc("accuracy_without_reference"),
+            "—" if f1v is None else f"{f1v:.2f}",
+        )
     out.print(t)
     q = summary.get("questions") or {}
     if q and q.get("kept", 1) == 0:

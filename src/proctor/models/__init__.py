@@ -73,7 +73,11 @@ def get_model(
         from proctor.models.openai_compat import DEFAULT_BASE_URL, OpenAICompatProvider
 
         provider = OpenAICompatProvider(
-            name, base_url=base_url or DEFAULT_BASE_URL, api_key_env=api_key_env, timeout_s=timeout_s, where=where
+            name,
+            base_url=base_url or DEFAULT_BASE_URL,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            where=where,
         )
         concurrency = max_concurrency or 16
     elif provider_name == "local":
@@ -88,7 +92,8 @@ def get_model(
         concurrency = max_concurrency or 16
     else:
         raise UserError(
-            f"{where}: unknown model provider '{provider_name}' in '{spec}'. Use openai/, local/ or scripted/."
+            f"{where}: unknown model provider '{provider_name}' in '{spec}'. "
+            "Use openai/, local/ or scripted/."
         )
     call_cache: CallCache | None
     if isinstance(cache, CallCache):

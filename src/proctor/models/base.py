@@ -44,7 +44,9 @@ class Prices:
     output_per_mtok: float = 0.0
 
     def cost(self, usage: Usage) -> float:
-        return (usage.prompt_tokens * self.input_per_mtok + usage.completion_tokens * self.output_per_mtok) / 1e6
+        return (
+            usage.prompt_tokens * self.input_per_mtok + usage.completion_tokens * self.output_per_mtok
+        ) / 1e6
 
 
 def _reply_to_json(reply: RawReply) -> dict[str, Any]:
@@ -87,6 +89,7 @@ class Model:
         self.cache = cache
         self.max_reasks = max_reasks
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._inflight: dict[int, dict[str, asyncio.Future[RawReply]]] = {}
 
     def __repr__(self) -> str:
         return f"Model({self.spec})"
@@ -131,30 +134,23 @@ class Model:
             latency += took
             cost += self.prices.cost(reply.usage)
             all_cached = all_cached and cached
-            if json_schema is None:
-                return Completion(
-                    text=reply.text,
-                    logprobs=reply.logprobs,
-                    usage=usage,
-                    latency_s=latency,
-                    cached=all_cached,
-                    finish_reason=reply.finish_reason,
-                    cost_usd=cost,
-                )
-            try:
-                parsed = parse_json(reply.text, json_schema)
-            except ParseError as e:
-                if attempt == self.max_reasks:
-                    raise StructuredOutputError(
-                        f"{self.spec}: reply did not match the JSON schema after {attempt + 1} tries: {e}",
-                        raw=reply.text,
-                    ) from None
-                convo = [
-                    *convo,
-                    {"role": "assistant", "content": reply.text},
-                    {"role": "user", "content": reask_message(str(e), json_schema)},
-                ]
-                continue
+            parsed = None
+            if json_schema is not None:
+                try:
+                    parsed = parse_json(reply.text, json_schema)
+                except ParseError as e:
+                    if attempt == self.max_reasks:
+                        raise StructuredOutputError(
+                            f"{self.spec}: reply did not match the JSON schema after {attempt + 1} tries: "
+                            f"{e}",
+                            raw=reply.text,
+                        ) from None
+                    convo = [
+                        *convo,
+                        {"role": "assistant", "content": reply.text},
+                        {"role": "user", "content": reask_message(str(e), json_schema)},
+                    ]
+                    continue
             return Completion(
                 text=reply.text,
                 parsed=parsed,
@@ -168,7 +164,11 @@ class Model:
         raise AssertionError("unreachable")
 
     async def _call(self, messages: list[Message], params: GenerationParams) -> tuple[RawReply, bool, float]:
-        """One request through cache, limiter and retries; recorded in the scope's recorder."""
+        """One request through cache, limiter and retries; recorded in the scope's recorder.
+
+        Identical requests in flight at the same time share one server call (single flight): they get the
+        same reply, as they would from the cache, and the server is asked once.
+        """
         scope = current_scope()
         key = cache_key(self.provider.identity(), {"messages": messages, "params": params.as_key()})
         if self.cache is not None:
@@ -177,6 +177,32 @@ class Model:
                 reply = _reply_from_json(hit)
                 self._record(scope, reply.usage, 0.0, cached=True, attempts=0)
                 return reply, True, 0.0
+        inflight = self._inflight.setdefault(id(asyncio.get_running_loop()), {})
+        pending = inflight.get(key)
+        if pending is not None:
+            reply = await asyncio.shield(pending)
+            self._record(scope, reply.usage, 0.0, cached=True, attempts=0)
+            return reply, True, 0.0
+        future: asyncio.Future[RawReply] = asyncio.get_running_loop().create_future()
+        inflight[key] = future
+        try:
+            reply, cached, took = await self._request(key, scope, messages, params)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # mark retrieved: no "never retrieved" warning when nobody else waited
+            raise
+        else:
+            future.set_result(reply)
+            return reply, cached, took
+        finally:
+            inflight.pop(key, None)
+
+    async def _request(
+        self, key: str, scope: Any, messages: list[Message], params: GenerationParams
+    ) -> tuple[RawReply, bool, float]:
         attempts = 0
         last: RetryableError | None = None
         started = time.perf_counter()

@@ -7,10 +7,11 @@ import hashlib
 import json
 import os
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from proctor.sqlite_db import ThreadLocalDB
 
 
 def default_cache_dir() -> Path:
@@ -31,21 +32,14 @@ class CallCache:
 
     def __init__(self, path: Path, table: str = "calls") -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table = table
-        self._local = threading.local()
+        self._db = ThreadLocalDB(self.path)
         conn = self._conn()
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value TEXT, created REAL)")
         conn.commit()
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self._db.conn()
 
     def get(self, key: str) -> Any | None:
         row = self._conn().execute(f"SELECT value FROM {self.table} WHERE key=?", (key,)).fetchone()

@@ -124,7 +124,12 @@ class OpenAICompatProvider:
     async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
         with_schema = self.supports_json_schema
         status, text, headers = await self._post(self._body(messages, params, with_schema))
-        if status == 400 and with_schema and params.json_schema is not None and ("response_format" in text or "schema" in text.lower()):
+        if (
+            status == 400
+            and with_schema
+            and params.json_schema is not None
+            and ("response_format" in text or "schema" in text.lower())
+        ):
             # The server does not take JSON schemas: fall back to tolerant parsing and re-asks.
             self.supports_json_schema = False
             status, text, headers = await self._post(self._body(messages, params, False))
@@ -135,7 +140,9 @@ class OpenAICompatProvider:
             )
         if status == 429 or status == 408 or status >= 500:
             raise RetryableError(
-                f"HTTP {status}", cause=f"http_{status}", status=status,
+                f"HTTP {status}",
+                cause=f"http_{status}",
+                status=status,
                 retry_after=parse_retry_after(headers.get("Retry-After")),
             )
         if status >= 400:

@@ -36,7 +36,8 @@ class CallScope:
     item_key: str | None = None
 
 
-_scope: contextvars.ContextVar[CallScope] = contextvars.ContextVar("proctor_call_scope", default=CallScope())
+_NO_SCOPE = CallScope()
+_scope: contextvars.ContextVar[CallScope] = contextvars.ContextVar("proctor_call_scope", default=_NO_SCOPE)
 
 
 def current_scope() -> CallScope:

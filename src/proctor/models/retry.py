@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import UTC
 
 
 class RetryableError(Exception):
     """A failure worth retrying: 429, 5xx, timeout, connection error, truncated or malformed body."""
 
-    def __init__(self, message: str, *, cause: str, status: int | None = None, retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, cause: str, status: int | None = None, retry_after: float | None = None
+    ):
         super().__init__(message)
         self.cause = cause
         self.status = status
@@ -40,13 +43,13 @@ def parse_retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    from datetime import datetime
     from email.utils import parsedate_to_datetime
-    from datetime import datetime, timezone
 
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -31,7 +31,9 @@ _REGISTRY: dict[str, ScriptFn] = {}
 
 
 def register_script(name: str, fn: ScriptFn) -> None:
-    """Make `scripted/<name>` answer with `fn(messages, params)`; it may raise RetryableError to inject faults."""
+    """Make `scripted/<name>` answer with `fn(messages, params)`.
+
+    `fn` may raise RetryableError to inject faults."""
     _REGISTRY[name] = fn
 
 

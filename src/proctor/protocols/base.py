@@ -65,7 +65,9 @@ class RunContext:
     def embedder(self) -> Any:
         if self._embedder is None:
             if not self.config.embedder:
-                raise UserError("embedder: this run needs an embedder; set `embedder: local/all-minilm-l6-v2`.")
+                raise UserError(
+                    "embedder: this run needs an embedder; set `embedder: local/all-minilm-l6-v2`."
+                )
             from proctor.embeddings import get_embedder
 
             self._embedder = get_embedder(self.config.embedder, cache_dir=self.config.cache_dir)

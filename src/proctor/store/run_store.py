@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.models.recording import CallRecord
+from proctor.sqlite_db import ThreadLocalDB
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -44,8 +45,7 @@ class RunStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self._db = ThreadLocalDB(self.path, row_factory=sqlite3.Row)
         self._seq_lock = threading.Lock()
         conn = self._conn()
         conn.executescript(SCHEMA)
@@ -55,23 +55,15 @@ class RunStore:
         self.live: dict[str, Any] = {"calls": 0, "cached": 0, "errors": 0, "tokens": 0, "cost_usd": 0.0}
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
-        return conn
+        return self._db.conn()
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._db.close()
 
     # --- runs -------------------------------------------------------------------------------------
-    def start_run(self, run_id: str, protocol: str, config: dict[str, Any], config_hash: str, version: str) -> None:
+    def start_run(
+        self, run_id: str, protocol: str, config: dict[str, Any], config_hash: str, version: str
+    ) -> None:
         self._conn().execute(
             "INSERT INTO runs (run_id, protocol, config_json, config_hash, status, started, proctor_version) "
             "VALUES (?, ?, ?, ?, 'running', ?, ?) ON CONFLICT(run_id) DO UPDATE SET status='running'",
@@ -79,7 +71,9 @@ class RunStore:
         )
 
     def finish_run(self, run_id: str, status: str = "finished") -> None:
-        self._conn().execute("UPDATE runs SET status=?, finished=? WHERE run_id=?", (status, time.time(), run_id))
+        self._conn().execute(
+            "UPDATE runs SET status=?, finished=? WHERE run_id=?", (status, time.time(), run_id)
+        )
 
     def run_info(self) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM runs ORDER BY started DESC LIMIT 1").fetchone()
@@ -92,7 +86,13 @@ class RunStore:
             return self._seq
 
     def put_item(
-        self, key: str, kind: str, data: Any, *, status: str = "done", error: str | None = None,
+        self,
+        key: str,
+        kind: str,
+        data: Any,
+        *,
+        status: str = "done",
+        error: str | None = None,
         error_cause: str | None = None,
     ) -> None:
         """Insert or replace an item; its first insertion order (`seq`) is kept for stable exports."""
@@ -102,8 +102,16 @@ class RunStore:
         conn.execute(
             "INSERT OR REPLACE INTO items (key, kind, status, data, error, error_cause, seq, updated) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, kind, status, json.dumps(data, ensure_ascii=False, sort_keys=True), error, error_cause, seq,
-             time.time()),
+            (
+                key,
+                kind,
+                status,
+                json.dumps(data, ensure_ascii=False, sort_keys=True),
+                error,
+                error_cause,
+                seq,
+                time.time(),
+            ),
         )
 
     def get_item(self, key: str) -> dict[str, Any] | None:
@@ -134,11 +142,23 @@ class RunStore:
         if not record.cached:
             live["cost_usd"] += record.cost_usd
         self._conn().execute(
-            "INSERT INTO model_calls (provider, model, role, item_key, prompt_tokens, completion_tokens, cost_usd,"
+            "INSERT INTO model_calls (provider, model, role, item_key, prompt_tokens, completion_tokens,"
+            " cost_usd,"
             " latency_s, cached, attempts, error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (record.provider, record.model, record.role, record.item_key, record.prompt_tokens,
-             record.completion_tokens, record.cost_usd, record.latency_s, int(record.cached), record.attempts,
-             record.error, time.time()),
+            (
+                record.provider,
+                record.model,
+                record.role,
+                record.item_key,
+                record.prompt_tokens,
+                record.completion_tokens,
+                record.cost_usd,
+                record.latency_s,
+                int(record.cached),
+                record.attempts,
+                record.error,
+                time.time(),
+            ),
         )
 
     def call_totals(self) -> list[dict[str, Any]]:
@@ -154,8 +174,15 @@ class RunStore:
 
     # --- judgments --------------------------------------------------------------------------------
     def put_judgment(
-        self, item_key: str, judge: str, *, verdict: str | None, score: float | None, reason: str | None,
-        error: str | None = None, data: Any = None,
+        self,
+        item_key: str,
+        judge: str,
+        *,
+        verdict: str | None,
+        score: float | None,
+        reason: str | None,
+        error: str | None = None,
+        data: Any = None,
     ) -> None:
         self._conn().execute(
             "INSERT OR REPLACE INTO judgments (item_key, judge, verdict, score, reason, error, data)"
@@ -167,13 +194,22 @@ class RunStore:
         if item_key is None:
             rows = self._conn().execute("SELECT * FROM judgments ORDER BY item_key, judge")
         else:
-            rows = self._conn().execute("SELECT * FROM judgments WHERE item_key=? ORDER BY judge", (item_key,))
+            rows = self._conn().execute(
+                "SELECT * FROM judgments WHERE item_key=? ORDER BY judge", (item_key,)
+            )
         return [dict(r) for r in rows]
 
     # --- metrics and artifacts --------------------------------------------------------------------
     def put_metric(
-        self, name: str, subject: str, value: float | None, *, lo: float | None = None, hi: float | None = None,
-        n: int | None = None, data: Any = None,
+        self,
+        name: str,
+        subject: str,
+        value: float | None,
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        n: int | None = None,
+        data: Any = None,
     ) -> None:
         self._conn().execute(
             "INSERT OR REPLACE INTO metrics (name, subject, value, lo, hi, n, data) VALUES (?,?,?,?,?,?,?)",
@@ -185,7 +221,8 @@ class RunStore:
 
     def put_artifact(self, name: str, data: Any) -> None:
         self._conn().execute(
-            "INSERT OR REPLACE INTO artifacts (name, data) VALUES (?, ?)", (name, json.dumps(data, ensure_ascii=False))
+            "INSERT OR REPLACE INTO artifacts (name, data) VALUES (?, ?)",
+            (name, json.dumps(data, ensure_ascii=False)),
         )
 
     def get_artifact(self, name: str) -> Any:
@@ -198,8 +235,14 @@ class RunStore:
         for j in self.judgments():
             judg.setdefault(j["item_key"], []).append(j)
         for it in self.items(kind):
-            row = {"key": it["key"], "kind": it["kind"], "status": it["status"], "error": it["error"],
-                   "error_cause": it["error_cause"], **(it["data"] if isinstance(it["data"], dict) else {})}
+            row = {
+                "key": it["key"],
+                "kind": it["kind"],
+                "status": it["status"],
+                "error": it["error"],
+                "error_cause": it["error_cause"],
+                **(it["data"] if isinstance(it["data"], dict) else {}),
+            }
             for j in judg.get(it["key"], []):
                 row[f"judge.{j['judge']}.verdict"] = j["verdict"]
                 row[f"judge.{j['judge']}.score"] = j["score"]
@@ -219,7 +262,10 @@ class RunStore:
         import pyarrow.parquet as pq
 
         rows = [
-            {k: (json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v) for k, v in r.items()}
+            {
+                k: (json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v)
+                for k, v in r.items()
+            }
             for r in self.iter_export_rows(kind)
         ]
         cols = sorted({k for r in rows for k in r})

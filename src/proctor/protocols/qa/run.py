@@ -16,7 +16,10 @@ from proctor.retrieval import make_retriever
 
 QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"question": {"type": "string", "minLength": 8}, "answer": {"type": "string", "minLength": 1}},
+    "properties": {
+        "question": {"type": "string", "minLength": 8},
+        "answer": {"type": "string", "minLength": 1},
+    },
     "required": ["question", "answer"],
 }
 
@@ -57,22 +60,32 @@ async def _generate_questions(ctx: RunContext) -> tuple[list[dict[str, Any]], di
         async def fn() -> None:
             messages = render_messages("qa/generate", passage=chunk.text, variant=variant)
             c = await examiner.generate(
-                messages, json_schema=QUESTION_SCHEMA, temperature=0.0, seed=ctx.config.seed + variant,
+                messages,
+                json_schema=QUESTION_SCHEMA,
+                temperature=0.0,
+                seed=ctx.config.seed + variant,
                 max_tokens=cfg.question_max_tokens,
             )
-            ctx.store.put_item(key, "question", {
-                "question_id": key,
-                "question": c.parsed["question"].strip(),
-                "reference_answer": c.parsed["answer"].strip(),
-                "source_chunk_ids": [chunk.chunk_id],
-                "source": chunk.source,
-                "generator": examiner.spec,
-                "prompt_version": version,
-            })
+            ctx.store.put_item(
+                key,
+                "question",
+                {
+                    "question_id": key,
+                    "question": c.parsed["question"].strip(),
+                    "reference_answer": c.parsed["answer"].strip(),
+                    "source_chunk_ids": [chunk.chunk_id],
+                    "source": chunk.source,
+                    "generator": examiner.spec,
+                    "prompt_version": version,
+                },
+            )
+
         return fn
 
     def on_error(key: str, e: ModelCallError) -> None:
-        ctx.store.put_item(key, "question", {"question_id": key}, status="error", error=str(e), error_cause=e.cause)
+        ctx.store.put_item(
+            key, "question", {"question_id": key}, status="error", error=str(e), error_cause=e.cause
+        )
 
     await ctx.run_items(
         "writing questions",
@@ -118,10 +131,17 @@ def _candidates(ctx: RunContext) -> list[Candidate]:
                     c.retriever, ctx.corpus.chunks, embedder=ctx.embedder if needs_embedder else None
                 )
             retriever = retrievers[c.retriever]
-        out.append(Candidate(
-            c.name, ctx.models[c.model], retriever=retriever, k=c.k, temperature=c.temperature,
-            max_tokens=c.max_tokens, seed=ctx.config.seed,
-        ))
+        out.append(
+            Candidate(
+                c.name,
+                ctx.models[c.model],
+                retriever=retriever,
+                k=c.k,
+                temperature=c.temperature,
+                max_tokens=c.max_tokens,
+                seed=ctx.config.seed,
+            )
+        )
     return out
 
 
@@ -130,33 +150,50 @@ async def _answer(ctx: RunContext, questions: list[dict[str, Any]]) -> list[str]
     plan = []
     for cand, ccfg in zip(candidates, ctx.config.candidates, strict=True):
         for q in questions:
-            key = work_key("a", ccfg.model_dump(), ctx.models[ccfg.model].provider.identity(), q["question_id"])
+            key = work_key(
+                "a", ccfg.model_dump(), ctx.models[ccfg.model].provider.identity(), q["question_id"]
+            )
             plan.append((key, cand, q))
 
     def make(key: str, cand: Candidate, q: dict[str, Any]) -> Any:
         async def fn() -> None:
             ans = await cand.answer(q["question"], gold_ids=q["source_chunk_ids"])
-            ctx.store.put_item(key, "answer", {
-                "candidate": cand.name,
-                "question_id": q["question_id"],
-                "question": q["question"],
-                "answer": ans.text,
-                "reference_answer": q["reference_answer"],
-                "retrieved_ids": ans.context_ids,
-                "em": exact_match(ans.text, q["reference_answer"]),
-                "f1": f1(ans.text, q["reference_answer"]),
-                "judge_with_reference": None,
-                "judge_without_reference": None,
-            })
+            ctx.store.put_item(
+                key,
+                "answer",
+                {
+                    "candidate": cand.name,
+                    "question_id": q["question_id"],
+                    "question": q["question"],
+                    "answer": ans.text,
+                    "reference_answer": q["reference_answer"],
+                    "retrieved_ids": ans.context_ids,
+                    "em": exact_match(ans.text, q["reference_answer"]),
+                    "f1": f1(ans.text, q["reference_answer"]),
+                    "judge_with_reference": None,
+                    "judge_without_reference": None,
+                },
+            )
+
         return fn
 
     info = {key: (cand, q) for key, cand, q in plan}
 
     def on_error(key: str, e: ModelCallError) -> None:
         cand, q = info[key]
-        ctx.store.put_item(key, "answer", {"candidate": cand.name, "question_id": q["question_id"],
-                                           "question": q["question"], "reference_answer": q["reference_answer"]},
-                           status="error", error=str(e), error_cause=e.cause)
+        ctx.store.put_item(
+            key,
+            "answer",
+            {
+                "candidate": cand.name,
+                "question_id": q["question_id"],
+                "question": q["question"],
+                "reference_answer": q["reference_answer"],
+            },
+            status="error",
+            error=str(e),
+            error_cause=e.cause,
+        )
 
     await ctx.run_items(
         "answering",
@@ -169,7 +206,9 @@ async def _answer(ctx: RunContext, questions: list[dict[str, Any]]) -> list[str]
 
 async def _judge(ctx: RunContext, answer_keys: list[str]) -> None:
     judge = ctx.role("judge")
-    answers = [it for k in answer_keys if (it := ctx.store.get_item(k)) is not None and it["status"] == "done"]
+    answers = [
+        it for k in answer_keys if (it := ctx.store.get_item(k)) is not None and it["status"] == "done"
+    ]
     for it in answers:
         ctx.store.put_judgment(it["key"], "em", verdict=None, score=it["data"]["em"], reason=None)
         ctx.store.put_judgment(it["key"], "f1", verdict=None, score=it["data"]["f1"], reason=None)
@@ -194,8 +233,10 @@ async def _judge(ctx: RunContext, answer_keys: list[str]) -> None:
             if kind == "with_reference":
                 kwargs["reference"] = d["reference_answer"]
             v = await fn(judge, **kwargs)
-            ctx.store.put_judgment(it["key"], name, verdict=v.verdict, score=1.0 if v.correct else 0.0,
-                                   reason=v.reason)
+            ctx.store.put_judgment(
+                it["key"], name, verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason
+            )
+
         return run
 
     def on_error(key: str, e: ModelCallError) -> None:
@@ -217,7 +258,9 @@ async def _judge(ctx: RunContext, answer_keys: list[str]) -> None:
         for kind in ctx.config.qa.judges:
             name = JUDGES[kind][0]
             j = by_item.get(it["key"], {}).get(name)
-            d[f"judge_{kind}"] = None if j is None or j["error"] else {"verdict": j["verdict"], "reason": j["reason"]}
+            d[f"judge_{kind}"] = (
+                None if j is None or j["error"] else {"verdict": j["verdict"], "reason": j["reason"]}
+            )
         ctx.store.put_item(it["key"], "answer", d)
 
 
@@ -225,15 +268,27 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
     judgments: dict[str, dict[str, Any]] = {}
     for j in ctx.store.judgments():
         judgments.setdefault(j["item_key"], {})[j["judge"]] = j
-    summary: dict[str, Any] = {"protocol": "qa", "config_hash": ctx.config.config_hash(),
-                               "questions": gen_stats, "candidates": {}}
-    keyset = set(answer_keys)
-    items = [it for it in ctx.store.items("answer") if it["key"] in keyset]
+    summary: dict[str, Any] = {
+        "protocol": "qa",
+        "config_hash": ctx.config.config_hash(),
+        "questions": gen_stats,
+        "candidates": {},
+    }
+    # Plan order, not completion order: sums of floats must not depend on which call finished first.
+    order = {k: i for i, k in enumerate(answer_keys)}
+    items = sorted(
+        (it for it in ctx.store.items("answer") if it["key"] in order), key=lambda it: order[it["key"]]
+    )
     for ccfg in ctx.config.candidates:
         mine = [it for it in items if it["data"]["candidate"] == ccfg.name]
         ok = [it for it in mine if it["status"] == "done"]
-        res: dict[str, Any] = {"model": ctx.config.models[ccfg.model].spec, "retriever": ccfg.retriever,
-                               "questions": len(mine), "answered": len(ok), "answer_errors": len(mine) - len(ok)}
+        res: dict[str, Any] = {
+            "model": ctx.config.models[ccfg.model].spec,
+            "retriever": ccfg.retriever,
+            "questions": len(mine),
+            "answered": len(ok),
+            "answer_errors": len(mine) - len(ok),
+        }
         for kind in ctx.config.qa.judges:
             name = JUDGES[kind][0]
             scores = [judgments.get(it["key"], {}).get(name) for it in ok]
@@ -243,8 +298,13 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
             lo, hi = wilson_interval(k, len(judged))
             value = k / len(judged) if judged else None
             ctx.store.put_metric(f"accuracy.{name}", ccfg.name, value, lo=lo, hi=hi, n=len(judged))
-            res[f"accuracy_{kind}"] = {"value": value, "lo": lo, "hi": hi, "n": len(judged),
-                                       "judge_errors": errors}
+            res[f"accuracy_{kind}"] = {
+                "value": value,
+                "lo": lo,
+                "hi": hi,
+                "n": len(judged),
+                "judge_errors": errors,
+            }
         for metric in ("em", "f1"):
             vals = [float(it["data"][metric]) for it in ok]
             mean, lo, hi = (_finite(v) for v in mean_ci(vals)) if vals else (None, None, None)
@@ -253,9 +313,16 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
             ctx.store.put_metric(f"{metric}.mean", ccfg.name, mean, lo=lo, hi=hi, n=len(vals))
             res[metric] = {"value": mean, "lo": lo, "hi": hi, "n": len(vals)}
         if len(ctx.config.qa.judges) == 2:
-            pairs = [(judgments.get(it["key"], {}).get("llm_with_reference"),
-                      judgments.get(it["key"], {}).get("llm_without_reference")) for it in ok]
-            both = [(a["verdict"], b["verdict"]) for a, b in pairs if a and b and a["verdict"] and b["verdict"]]
+            pairs = [
+                (
+                    judgments.get(it["key"], {}).get("llm_with_reference"),
+                    judgments.get(it["key"], {}).get("llm_without_reference"),
+                )
+                for it in ok
+            ]
+            both = [
+                (a["verdict"], b["verdict"]) for a, b in pairs if a and b and a["verdict"] and b["verdict"]
+            ]
             agree = sum(1 for a, b in both if a == b) / len(both) if both else None
             ctx.store.put_metric("judge_agreement", ccfg.name, agree, n=len(both))
             res["judge_agreement"] = agree
