@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from proctor.corpus.config import CorpusConfig
 from proctor.errors import UserError
@@ -31,6 +39,8 @@ class ModelConfig(Strict):
     input_price_per_mtok: float = Field(0.0, ge=0)
     output_price_per_mtok: float = Field(0.0, ge=0)
     n_parallel: int | None = Field(None, ge=1, le=16, description="local/ only: server slots")
+    n_ctx: int | None = Field(None, ge=512, le=131072, description="local/ only: context tokens per slot")
+    threads: int | None = Field(None, ge=1, le=256, description="local/ only: CPU threads")
 
     @field_validator("spec")
     @classmethod
@@ -62,23 +72,16 @@ class CandidateConfig(Strict):
 
 
 class RolesConfig(Strict):
+    """Which model (a key of `models`) plays which role."""
+
     examiner: str | None = None
     judge: str | None = None
-
-
-class QAConfig(Strict):
-    """Reference-QA protocol: open questions with reference answers from chunks."""
-
-    num_questions: int = Field(20, ge=1, le=100_000)
-    judges: list[Literal["with_reference", "without_reference"]] = ["with_reference", "without_reference"]
-    question_max_tokens: int = Field(256, ge=16)
-
-
-PROTOCOLS = ("qa",)
+    interactor: str | None = None
+    evaluator: str | None = None
 
 
 class RunConfig(Strict):
-    protocol: Literal["qa"]
+    protocol: str
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     seed: int = 0
     corpus: CorpusConfig
@@ -87,7 +90,27 @@ class RunConfig(Strict):
     embedder: str | None = Field(None, description="e.g. local/all-minilm-l6-v2; needed for dense/hybrid")
     candidates: list[CandidateConfig] = []
     cache_dir: str | None = None
-    qa: QAConfig = QAConfig()
+    # The section named after the protocol (e.g. `qa:`), validated by that protocol's own Config.
+    settings: SerializeAsAny[BaseModel] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_section(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("protocol"), str):
+            return data
+        from proctor.protocols.registry import protocol_config_class
+
+        name = data["protocol"]
+        section_cls = protocol_config_class(name)
+        data = dict(data)
+        if "settings" in data:
+            raise ValueError(f"unknown field 'settings' — put the protocol's options under `{name}:`")
+        section = data.pop(name, None)
+        try:
+            data["settings"] = section_cls.model_validate(section or {})
+        except ValidationError as e:
+            raise ValueError(_describe_errors(e, prefix=name)) from None
+        return data
 
     @field_validator("models", mode="before")
     @classmethod
@@ -100,7 +123,7 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _references(self) -> RunConfig:
         names = set(self.models)
-        for role in ("examiner", "judge"):
+        for role in RolesConfig.model_fields:
             ref = getattr(self.roles, role)
             if ref is not None and ref not in names:
                 raise ValueError(
@@ -131,20 +154,26 @@ class RunConfig(Strict):
         return self.name or self.protocol
 
 
-def _format_validation_error(path: Path, err: ValidationError) -> str:
+def _describe_errors(err: ValidationError, prefix: str = "") -> str:
     parts = []
     for e in err.errors()[:5]:
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        locs = [prefix, *(str(p) for p in e["loc"])] if prefix else [str(p) for p in e["loc"]]
+        loc = ".".join(locs)
         if e["type"] == "extra_forbidden":
-            parent = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
+            parent = ".".join(locs[:-1]) or "the top level"
             parts.append(f"unknown field '{loc}' — remove it or fix its spelling (at {parent})")
         elif e["type"] == "missing":
             parts.append(f"field '{loc}' is required — add it")
+        elif not loc:
+            parts.append(e["msg"].removeprefix("Value error, "))
         else:
-            msg = e["msg"].removeprefix("Value error, ")
-            parts.append(f"field '{loc}': {msg}")
+            parts.append(f"field '{loc}': {e['msg'].removeprefix('Value error, ')}")
     more = f" (and {len(err.errors()) - 5} more)" if len(err.errors()) > 5 else ""
-    return f"{path}: invalid config: " + "; ".join(parts) + more + ". See the config reference in README.md."
+    return "; ".join(parts) + more
+
+
+def _format_validation_error(path: Path, err: ValidationError) -> str:
+    return f"{path}: invalid config: {_describe_errors(err)}. See the config reference in README.md."
 
 
 def load_config(path: str | Path) -> RunConfig:

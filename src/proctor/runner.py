@@ -34,9 +34,14 @@ class RunResult:
 def build_models(config: RunConfig) -> dict[str, Model]:
     models = {}
     for name, m in config.models.items():
-        opts = m.model_dump(exclude={"spec", "n_parallel"}, exclude_none=True)
-        if m.n_parallel is not None:
-            opts["n_parallel"] = m.n_parallel
+        local_only = {"n_parallel", "n_ctx", "threads"}
+        opts = m.model_dump(exclude={"spec", *local_only}, exclude_none=True)
+        for option in local_only:
+            value = getattr(m, option)
+            if value is not None:
+                if not m.spec.startswith("local/"):
+                    raise UserError(f"models.{name}.{option} applies to local/ models only; remove it.")
+                opts[option] = value
         models[name] = get_model(m.spec, cache_dir=config.cache_dir, where=f"models.{name}", **opts)
     return models
 

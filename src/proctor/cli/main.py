@@ -102,47 +102,48 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
 @app.command()
 def demo(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
-    questions: int = typer.Option(6, help="number of questions to generate"),
+    only: str = typer.Option("", "--only", help="comma-separated protocols to run (default: all)"),
     quiet: bool = typer.Option(False, "--quiet"),
 ) -> None:
-    """Run the shipped protocols on the fictional sample corpus with the embedded models, offline."""
+    """Run every shipped protocol on the fictional sample corpus with the embedded models, offline."""
     from proctor.config import RunConfig
     from proctor.runner import run_config
 
     data = resources.files("proctor") / "data"
-    raw = yaml.safe_load((data / "demo" / "qa.yaml").read_text(encoding="utf-8"))
-    raw["corpus"]["path"] = str(data / "sample_corpus")
-    raw["qa"]["num_questions"] = questions
-    result = run_config(RunConfig.model_validate(raw), out=out_dir, show_progress=not quiet)
-    _print_summary(result.summary)
-    out.print(f"[bold green]Demo done.[/] Open {result.run_dir / 'report.html'}")
+    configs = sorted((data / "demo").iterdir(), key=lambda p: p.name)
+    configs = [p for p in configs if p.name.endswith(".yaml")]
+    wanted = {w.strip() for w in only.split(",") if w.strip()}
+    known = {p.name.removesuffix(".yaml") for p in configs}
+    if wanted - known:
+        raise UserError(
+            f"--only: no demo for {', '.join(sorted(wanted - known))}; demos: {', '.join(sorted(known))}."
+        )
+    reports = []
+    for path in configs:
+        name = path.name.removesuffix(".yaml")
+        if wanted and name not in wanted:
+            continue
+        text = path.read_text(encoding="utf-8").replace("${PROCTOR_DATA}", str(data))
+        out.print(f"[bold]Demo: {name}[/]")
+        result = run_config(
+            RunConfig.model_validate(yaml.safe_load(text)), out=out_dir, show_progress=not quiet
+        )
+        _print_summary(result.summary)
+        reports.append(result.run_dir / "report.html")
+    for report in reports:
+        out.print(f"[bold green]Demo report:[/] {report}")
 
 
 def _print_summary(summary: dict) -> None:
-    cands = summary.get("candidates") or {}
-    if not cands:
-        return
-    t = Table("candidate", "answered", "acc (judge w/ ref)", "acc (judge w/o ref)", "F1")
-    for name, r in cands.items():
-
-        def acc(key: str, r: dict = r) -> str:
-            a = r.get(key) or {}
-            if a.get("value") is None:
-                return "—"
-            return f"{a['value']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}] n={a['n']}"
-
-        f1v = (r.get("f1") or {}).get("value")
-        t.add_row(
-            name,
-            f"{r['answered']}/{r['questions']}",
-            acc("accuracy_with_reference"),
-            acc("accuracy_without_reference"),
-            "—" if f1v is None else f"{f1v:.2f}",
-        )
-    out.print(t)
-    q = summary.get("questions") or {}
-    if q and q.get("kept", 1) == 0:
-        err.print("[bold yellow]Warning:[/] no question survived generation and filtering; see the report.")
+    """Print the protocol's headline table: `summary["table"]` is a list of rows (column -> text)."""
+    rows = summary.get("table") or []
+    if rows:
+        t = Table(*rows[0].keys())
+        for r in rows:
+            t.add_row(*(str(v) for v in r.values()))
+        out.print(t)
+    for warning in summary.get("warnings") or []:
+        err.print(f"[bold yellow]Warning:[/] {warning}")
 
 
 def main() -> None:

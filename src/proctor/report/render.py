@@ -16,7 +16,7 @@ from markupsafe import Markup
 from proctor import __version__
 from proctor.report import plots
 from proctor.report._env import render_template
-from proctor.report.sections import SECTIONS
+from proctor.report.sections import section_for
 from proctor.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def _item_counts(store: RunStore) -> list[dict[str, Any]]:
 def _protocol_section(store: RunStore, protocol: str | None) -> dict[str, Any] | None:
     if not protocol:
         return None
-    renderer = SECTIONS.get(protocol)
+    renderer = section_for(protocol)
     if renderer is None:
         return {"protocol": protocol, "html": None, "error": None}
     try:

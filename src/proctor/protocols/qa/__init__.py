@@ -3,7 +3,3 @@
 The examiner writes open questions with reference answers from corpus chunks; each candidate (plain LLM
 or RAG) answers; answers are scored by EM/F1 and by LLM judges with and without the reference.
 """
-
-from proctor.protocols.qa.run import run_qa
-
-__all__ = ["run_qa"]

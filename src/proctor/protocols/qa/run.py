@@ -12,6 +12,7 @@ from proctor.judging import exact_match, f1, judge_with_reference, judge_without
 from proctor.judging.stats import mean_ci, wilson_interval
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.qa.config import Config
 from proctor.retrieval import make_retriever
 
 QUESTION_SCHEMA: dict[str, Any] = {
@@ -35,6 +36,10 @@ JUDGES = {
 }
 
 
+def _settings(ctx: RunContext) -> Config:
+    return ctx.config.settings  # type: ignore[return-value]
+
+
 def _finite(v: float) -> float | None:
     return None if v is None or math.isnan(v) else float(v)
 
@@ -44,7 +49,7 @@ def _normalise_question(q: str) -> str:
 
 
 async def _generate_questions(ctx: RunContext) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    cfg = ctx.config.qa
+    cfg = _settings(ctx)
     chunks = ctx.corpus.chunks
     examiner = ctx.role("examiner")
     version = prompt_version("qa/generate")
@@ -223,7 +228,7 @@ async def _judge(ctx: RunContext, answer_keys: list[str]) -> None:
     plan = []
     for it in answers:
         d = it["data"]
-        for kind in ctx.config.qa.judges:
+        for kind in _settings(ctx).judges:
             name, fn = JUDGES[kind]
             plan.append((f"{it['key']}|{name}", it, kind, name, fn, d))
 
@@ -255,7 +260,7 @@ async def _judge(ctx: RunContext, answer_keys: list[str]) -> None:
         by_item.setdefault(j["item_key"], {})[j["judge"]] = j
     for it in answers:
         d = dict(it["data"])
-        for kind in ctx.config.qa.judges:
+        for kind in _settings(ctx).judges:
             name = JUDGES[kind][0]
             j = by_item.get(it["key"], {}).get(name)
             d[f"judge_{kind}"] = (
@@ -289,7 +294,7 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
             "answered": len(ok),
             "answer_errors": len(mine) - len(ok),
         }
-        for kind in ctx.config.qa.judges:
+        for kind in _settings(ctx).judges:
             name = JUDGES[kind][0]
             scores = [judgments.get(it["key"], {}).get(name) for it in ok]
             judged = [s["score"] for s in scores if s is not None and s["score"] is not None]
@@ -312,7 +317,7 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
             lo, hi = (None if lo is None else max(0.0, lo)), (None if hi is None else min(1.0, hi))
             ctx.store.put_metric(f"{metric}.mean", ccfg.name, mean, lo=lo, hi=hi, n=len(vals))
             res[metric] = {"value": mean, "lo": lo, "hi": hi, "n": len(vals)}
-        if len(ctx.config.qa.judges) == 2:
+        if len(_settings(ctx).judges) == 2:
             pairs = [
                 (
                     judgments.get(it["key"], {}).get("llm_with_reference"),
@@ -327,12 +332,32 @@ def _metrics(ctx: RunContext, answer_keys: list[str], gen_stats: dict[str, Any])
             ctx.store.put_metric("judge_agreement", ccfg.name, agree, n=len(both))
             res["judge_agreement"] = agree
         summary["candidates"][ccfg.name] = res
+    summary["table"] = [_table_row(name, r) for name, r in summary["candidates"].items()]
+    if gen_stats["kept"] == 0:
+        summary["warnings"] = ["no question survived generation and filtering; see the report's errors"]
     return summary
 
 
-async def run_qa(ctx: RunContext) -> dict[str, Any]:
+def _table_row(name: str, r: dict[str, Any]) -> dict[str, str]:
+    def acc(key: str) -> str:
+        a = r.get(key) or {}
+        if a.get("value") is None:
+            return "—"
+        return f"{a['value']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}] n={a['n']}"
+
+    f1v = (r.get("f1") or {}).get("value")
+    return {
+        "candidate": name,
+        "answered": f"{r['answered']}/{r['questions']}",
+        "acc (judge w/ ref)": acc("accuracy_with_reference"),
+        "acc (judge w/o ref)": acc("accuracy_without_reference"),
+        "F1": "—" if f1v is None else f"{f1v:.2f}",
+    }
+
+
+async def run(ctx: RunContext) -> dict[str, Any]:
     questions, gen_stats = await _generate_questions(ctx)
     answer_keys = await _answer(ctx, questions) if questions else []
-    if ctx.config.qa.judges:
+    if _settings(ctx).judges:
         await _judge(ctx, answer_keys)
     return _metrics(ctx, answer_keys, gen_stats)
