@@ -241,7 +241,7 @@ CORPUS = Path(proctor.__file__).parent / "data" / "sample_corpus"
 def test_sample_corpus_shape() -> None:
     files = sorted(p for p in CORPUS.iterdir() if p.is_file())
     assert not any(p.name.lower().startswith("readme") for p in files)
-    assert 6 <= sum(p.suffix == ".md" for p in files) <= 8
+    assert sum(p.suffix == ".md" for p in files) >= 6
     for p in files:
         words = len(p.read_text(encoding="utf-8").split())
-        assert 250 <= words <= 500, (p.name, words)
+        assert 100 <= words <= 600, (p.name, words)

@@ -281,16 +281,16 @@ def test_judge_agreement_counts(qa_store: RunStore) -> None:
 
 def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = RunStore(tmp_path / "run.sqlite")
-    store.start_run("r1", "kieval", {}, "h", "0.1.0")
+    store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
     html = render_report_html(store)
     assert "no report section for the protocol" in html
-    monkeypatch.setitem(SECTIONS, "kieval", lambda s: "<p id='custom'>kieval fragment</p>")
+    monkeypatch.setitem(SECTIONS, "nosuchprotocol", lambda s: "<p id='custom'>kieval fragment</p>")
     assert "<p id='custom'>kieval fragment</p>" in render_report_html(store)
 
     def broken(s: RunStore) -> str:
         raise RuntimeError(f"boom {SCRIPT}")
 
-    monkeypatch.setitem(SECTIONS, "kieval", broken)
+    monkeypatch.setitem(SECTIONS, "nosuchprotocol", broken)
     html = render_report_html(store)
     assert "could not be rendered" in html and "RuntimeError: boom &lt;script&gt;" in html
     assert 'id="metrics"' in html  # the generic sections survive

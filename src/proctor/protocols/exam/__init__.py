@@ -1,0 +1,9 @@
+"""Exam protocol (automated exam generation + item response theory, after auto-rag-eval).
+
+The examiner writes multiple-choice questions from corpus chunks; a-priori filters remove flawed ones;
+options are shuffled with the run's seed so no surface cue beats chance; a grid of RAG pipelines
+(LLM x retriever x in-context examples) takes the exam; accuracy is reported with intervals and broken
+down by Bloom level, question word and topic; item response theory (`proctor.psychometrics`) estimates
+pipeline and component abilities, item quality and information, prunes uninformative items and replays
+adaptive testing on the calibrated exam.
+"""

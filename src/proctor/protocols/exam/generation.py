@@ -1,0 +1,232 @@
+"""Exam generation: the examiner writes multiple-choice questions from corpus chunks.
+
+Each examiner call is one keyed item (`exam_draft`): chunk, variant, questions per call, prompt version,
+examiner and seed make its key, so a resumed run skips calls already made and a re-run costs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from proctor.errors import ModelCallError
+from proctor.models.types import Message
+from proctor.prompts import PROMPT_DIR, prompt_version, render_messages, render_text
+from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.exam.config import Config
+from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
+
+PROMPT = "exam/generate"
+EXAMPLE_FILES = ("exam/example_passage.j2", "exam/example_reply.j2")
+
+
+def generation_prompt_version() -> str:
+    """Version of the whole generation prompt: the instructions and the worked example."""
+    h = hashlib.sha256(prompt_version(PROMPT).encode())
+    for name in EXAMPLE_FILES:
+        h.update((PROMPT_DIR / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def generation_messages(
+    passage: str, title: str | None, n_questions: int, n_distractors: int, variant: int
+) -> list[Message]:
+    """System + one worked example (a user turn on an unrelated passage and the ideal reply) + the real
+    request. Small examiners copy an inline example; as a previous turn they imitate its form only."""
+    example_n = min(n_questions, 2)
+    shot = render_messages(
+        PROMPT,
+        passage=render_text(EXAMPLE_FILES[0]),
+        title="Brannock Valley Railway",
+        n_questions=example_n,
+        n_distractors=n_distractors,
+        variant=0,
+    )
+    real = render_messages(
+        PROMPT,
+        passage=passage,
+        title=title,
+        n_questions=n_questions,
+        n_distractors=n_distractors,
+        variant=variant,
+    )
+    reply: Message = {
+        "role": "assistant",
+        "content": render_text(EXAMPLE_FILES[1], n_questions=example_n, n_distractors=n_distractors),
+    }
+    return [*shot, reply, real[-1]]
+
+
+def generation_schema(questions_per_call: int, distractors: int) -> dict[str, Any]:
+    """JSON schema of one examiner reply (constrains decoding on servers that support it)."""
+    question = {
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "minLength": 8},
+            "correct_answer": {"type": "string", "minLength": 1},
+            "distractors": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": MIN_DISTRACTORS,
+                "maxItems": distractors + 2,
+            },
+            "rationale": {"type": "string"},
+        },
+        "required": ["question", "correct_answer", "distractors", "rationale"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "questions": {"type": "array", "items": question, "minItems": 1, "maxItems": questions_per_call}
+        },
+        "required": ["questions"],
+    }
+
+
+@dataclass(frozen=True)
+class GenerationCall:
+    key: str
+    chunk: Any
+    variant: int
+    n_questions: int
+
+
+def chunk_order(ctx: RunContext, strategy: str) -> list[Any]:
+    """Chunks in the order questions are drawn from them.
+
+    `random`: a seeded permutation. `spread`: round-robin over documents (topics), each document's
+    chunks in seeded random order, so a short exam still covers every document."""
+    chunks = list(ctx.corpus.chunks)
+    if strategy == "random":
+        return [chunks[int(i)] for i in ctx.rng.permutation(len(chunks))]
+    by_doc: dict[str, list[Any]] = {}
+    for c in chunks:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    docs = list(by_doc)
+    doc_order = [docs[int(i)] for i in ctx.rng.permutation(len(docs))]
+    queues = {d: [by_doc[d][int(i)] for i in ctx.rng.permutation(len(by_doc[d]))] for d in doc_order}
+    out: list[Any] = []
+    while any(queues.values()):
+        for d in doc_order:
+            if queues[d]:
+                out.append(queues[d].pop(0))
+    return out
+
+
+def plan_generation(ctx: RunContext, cfg: Config) -> list[GenerationCall]:
+    examiner = ctx.role("examiner")
+    version = generation_prompt_version()
+    chunks = chunk_order(ctx, cfg.chunk_sampling)
+    if not chunks:
+        return []
+    n_calls = math.ceil(cfg.num_questions / cfg.questions_per_call)
+    plan = []
+    for i in range(n_calls):
+        chunk = chunks[i % len(chunks)]
+        variant = i // len(chunks)
+        n_q = min(cfg.questions_per_call, cfg.num_questions - i * cfg.questions_per_call)
+        key = work_key(
+            "exgen",
+            chunk.chunk_id,
+            variant,
+            n_q,
+            cfg.distractors,
+            version,
+            examiner.provider.identity(),
+            ctx.config.seed,
+        )
+        plan.append(GenerationCall(key, chunk, variant, n_q))
+    return plan
+
+
+async def run_generation(ctx: RunContext, cfg: Config, plan: list[GenerationCall]) -> None:
+    """Make the examiner calls not yet done; failures are recorded on their `exam_draft` item."""
+    examiner = ctx.role("examiner")
+    version = generation_prompt_version()
+
+    def make(call: GenerationCall) -> Any:
+        async def fn() -> None:
+            messages = generation_messages(
+                call.chunk.text,
+                call.chunk.metadata.get("title"),
+                call.n_questions,
+                cfg.distractors,
+                call.variant,
+            )
+            c = await examiner.generate(
+                messages,
+                json_schema=generation_schema(call.n_questions, cfg.distractors),
+                temperature=0.0,
+                seed=ctx.config.seed + call.variant,
+                max_tokens=cfg.generation_max_tokens * call.n_questions,
+            )
+            ctx.store.put_item(call.key, "exam_draft", _draft_data(call, c.parsed, examiner.spec, version))
+
+        return fn
+
+    info = {call.key: call for call in plan}
+
+    def on_error(key: str, e: ModelCallError) -> None:
+        call = info[key]
+        data = _draft_data(call, None, examiner.spec, version)
+        ctx.store.put_item(key, "exam_draft", data, status="error", error=str(e), error_cause=e.cause)
+
+    def done(key: str) -> bool:
+        # An unparseable reply is final (a re-run would read the same cached reply); transient errors retry.
+        it = ctx.store.get_item(key)
+        return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
+
+    await ctx.run_items(
+        "writing exam questions",
+        ((call.key, "examiner", make(call)) for call in plan),
+        is_done=done,
+        on_error=on_error,
+    )
+
+
+def _draft_data(call: GenerationCall, parsed: Any, generator: str, version: str) -> dict[str, Any]:
+    return {
+        "chunk_id": call.chunk.chunk_id,
+        "doc_id": call.chunk.doc_id,
+        "source": call.chunk.source,
+        "variant": call.variant,
+        "n_questions": call.n_questions,
+        "questions": (parsed or {}).get("questions", []),
+        "generator": generator,
+        "prompt_version": version,
+    }
+
+
+def drafts_from_items(plan: list[GenerationCall], ctx: RunContext) -> tuple[list[Draft], dict[str, Any]]:
+    """Drafts in plan order plus the generation counts (calls, failures by cause, questions parsed)."""
+    stats: dict[str, Any] = {
+        "planned": sum(c.n_questions for c in plan),
+        "calls": len(plan),
+        "calls_failed": {},
+        "generated": 0,
+    }
+    drafts: list[Draft] = []
+    for call in plan:
+        it = ctx.store.get_item(call.key)
+        if it is None or it["status"] != "done":
+            cause = (it or {}).get("error_cause") or "not_run"
+            stats["calls_failed"][cause] = stats["calls_failed"].get(cause, 0) + call.n_questions
+            continue
+        d = it["data"]
+        for i, q in enumerate(d["questions"][: call.n_questions]):
+            stats["generated"] += 1
+            drafts.append(
+                Draft(
+                    key=f"{call.key}#{i}",
+                    question=" ".join(str(q["question"]).split()),
+                    correct=" ".join(str(q["correct_answer"]).split()),
+                    distractors=[" ".join(str(x).split()) for x in q["distractors"]],
+                    rationale=" ".join(str(q.get("rationale") or "").split()),
+                    chunk_id=d["chunk_id"],
+                    doc_id=d["doc_id"],
+                    source=d["source"],
+                )
+            )
+    return drafts, stats

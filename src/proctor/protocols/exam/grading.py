@@ -1,0 +1,248 @@
+"""Grading: every pipeline of the grid takes the exam; one keyed `exam_response` item per answer.
+
+A pipeline is an LLM, a retriever (closed-book, BM25, dense, hybrid, oracle) with its k, and a number
+of in-context examples. The examples for a question are drawn once from the other exam questions
+(never the question itself) and are the same for every LLM and retriever, so cells of the grid differ
+only in the factor that names them; the 1-shot example is the first of the 2-shot ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proctor.candidates import Candidate
+from proctor.candidates.multiple_choice import LETTERS, check_method, select_option
+from proctor.errors import ModelCallError, UserError
+from proctor.prompts import prompt_version, render_messages
+from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.exam.config import Config
+from proctor.retrieval import make_retriever
+
+PROMPT = "exam/answer"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One subject of the IRT matrix."""
+
+    name: str
+    model: str  # key of `models`
+    retriever: str
+    k: int
+    icl: int
+    factors: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "retriever": self.retriever,
+            "k": self.k,
+            "icl": self.icl,
+            "factors": dict(self.factors),
+        }
+
+
+def build_pipelines(ctx: RunContext, cfg: Config) -> list[Pipeline]:
+    """Grid cells (llms x retrievers x icl_shots), then the run's `candidates` x icl_shots."""
+    grid = cfg.grid
+    for i, name in enumerate(grid.llms):
+        if name not in ctx.config.models:
+            raise UserError(
+                f"exam.grid.llms[{i}] refers to '{name}', which is not a key of `models` "
+                f"{sorted(ctx.config.models)}. Use the name you gave the model under `models:`."
+            )
+    specs: list[tuple[str, str, str, int, int]] = []
+    for llm in grid.llms:
+        for retriever in grid.retrievers:
+            for icl in grid.icl_shots:
+                specs.append((f"{llm}/{retriever}/icl{icl}", llm, retriever, grid.k, icl))
+    if cfg.include_candidates:
+        for c in ctx.config.candidates:
+            for icl in grid.icl_shots:
+                specs.append((f"{c.name}/icl{icl}", c.model, c.retriever, c.k, icl))
+    seen: set[tuple[str, str, int, int]] = set()
+    out: list[Pipeline] = []
+    for name, model, retriever, k, icl in specs:
+        ident = (model, retriever, 0 if retriever in ("closed_book", "oracle") else k, icl)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        label = retriever if retriever == "closed_book" or k == grid.k else f"{retriever}@k{k}"
+        out.append(
+            Pipeline(name, model, retriever, k, icl, {"llm": model, "retriever": label, "icl": f"icl@{icl}"})
+        )
+    if not out:
+        raise UserError(
+            "exam.grid: no pipeline to grade. List models under `exam.grid.llms` (keys of `models`) or add "
+            "`candidates:` to the config."
+        )
+    needs_embedder = any(p.retriever in ("dense", "hybrid") for p in out)
+    if needs_embedder and not ctx.config.embedder:
+        raise UserError(
+            "exam.grid.retrievers uses dense or hybrid retrieval, which needs `embedder` to be set "
+            "(e.g. `embedder: local/all-minilm-l6-v2`)."
+        )
+    for p in out:
+        check_method(selection_method(cfg, p.model), f"exam.selection (model '{p.model}')")
+    return out
+
+
+def selection_method(cfg: Config, model: str) -> str:
+    return cfg.selection_per_model.get(model, cfg.selection)
+
+
+def draw_examples(ctx: RunContext, exam: list[dict[str, Any]], max_shots: int) -> dict[str, list[str]]:
+    """For each question, `max_shots` other questions (seeded), nested: icl@1 uses the first of them."""
+    n = len(exam)
+    out: dict[str, list[str]] = {}
+    m = min(max_shots, max(0, n - 1))
+    for i, q in enumerate(exam):
+        picks = ctx.rng.permutation(n - 1)[:m] if m else []
+        out[q["id"]] = [exam[int(j) + (1 if int(j) >= i else 0)]["id"] for j in picks]
+    return out
+
+
+def _contexts(
+    ctx: RunContext, pipelines: list[Pipeline], exam: list[dict[str, Any]]
+) -> dict[tuple[str, int, str], list[Any]]:
+    """Retrieved chunks per (retriever, k, question): computed once, shared by LLMs and ICL settings."""
+    retrievers: dict[str, Any] = {}
+    known = (
+        {c.chunk_id for c in ctx.corpus.chunks} if any(p.retriever == "oracle" for p in pipelines) else set()
+    )
+    out: dict[tuple[str, int, str], list[Any]] = {}
+    for p in pipelines:
+        if p.retriever == "closed_book":
+            continue
+        if p.retriever not in retrievers:
+            emb = ctx.embedder if p.retriever in ("dense", "hybrid") else None
+            retrievers[p.retriever] = make_retriever(p.retriever, ctx.corpus.chunks, embedder=emb)
+        cand = Candidate(p.name, ctx.models[p.model], retriever=retrievers[p.retriever], k=p.k)
+        for q in exam:
+            key = (p.retriever, p.k, q["id"])
+            if key in out:
+                continue
+            if p.retriever == "oracle" and not set(q["source_chunk_ids"]) <= known:
+                raise UserError(
+                    f"exam question {q['id']}: its source_chunk_ids are not chunks of this corpus, so the "
+                    "oracle retriever cannot hand them over. Use the corpus (and chunking settings) the exam "
+                    "was generated from, or drop `oracle` from exam.grid.retrievers."
+                )
+            out[key] = cand.context_for(q["question"], gold_ids=q["source_chunk_ids"])
+    return out
+
+
+def answer_messages(q: dict[str, Any], examples: list[dict[str, Any]], context: list[Any]) -> list[Any]:
+    n = len(q["choices"])
+    return render_messages(
+        PROMPT,
+        letters=list(LETTERS[:n]),
+        context=[c.text for c in context],
+        examples=[
+            {"question": e["question"], "choices": e["choices"], "answer": e["answer"]} for e in examples
+        ],
+        question=q["question"],
+        choices=q["choices"],
+    )
+
+
+def response_key(
+    ctx: RunContext,
+    cfg: Config,
+    p: Pipeline,
+    q: dict[str, Any],
+    example_ids: list[str],
+    context_ids: list[str],
+) -> str:
+    return work_key(
+        "exans",
+        ctx.models[p.model].provider.identity(),
+        p.retriever,
+        context_ids,
+        q["id"],
+        q["question"],
+        q["choices"],
+        example_ids,
+        selection_method(cfg, p.model),
+        cfg.top_logprobs,
+        cfg.generate_max_tokens,
+        prompt_version(PROMPT),
+        ctx.config.seed,
+    )
+
+
+async def grade(
+    ctx: RunContext, cfg: Config, pipelines: list[Pipeline], exam: list[dict[str, Any]]
+) -> list[tuple[str, Pipeline, dict[str, Any]]]:
+    """Every pipeline answers every question; returns (key, pipeline, question) in plan order."""
+    by_id = {q["id"]: q for q in exam}
+    examples = draw_examples(ctx, exam, max((p.icl for p in pipelines), default=0))
+    contexts = _contexts(ctx, pipelines, exam)
+    plan: list[tuple[str, Pipeline, dict[str, Any], list[str], list[Any]]] = []
+    # Question-major order, pipelines sharing a retriever next to each other: consecutive prompts share
+    # their longest prefix (instructions + retrieved passages), which servers with a prompt cache
+    # (llama.cpp, vLLM) reuse.
+    by_prefix = sorted(pipelines, key=lambda p: (p.retriever, p.k, p.model, p.icl))
+    for q in exam:
+        for p in by_prefix:
+            ex_ids = examples[q["id"]][: p.icl]
+            context = [] if p.retriever == "closed_book" else contexts[(p.retriever, p.k, q["id"])]
+            key = response_key(ctx, cfg, p, q, ex_ids, [c.chunk_id for c in context])
+            plan.append((key, p, q, ex_ids, context))
+
+    def base(p: Pipeline, q: dict[str, Any], ex_ids: list[str], context: list[Any]) -> dict[str, Any]:
+        return {
+            "pipeline": p.name,
+            "question_id": q["id"],
+            "answer": q["answer"],
+            "example_ids": ex_ids,
+            "retrieved_ids": [c.chunk_id for c in context],
+            "method_requested": selection_method(cfg, p.model),
+        }
+
+    def make(p: Pipeline, q: dict[str, Any], ex_ids: list[str], context: list[Any], key: str) -> Any:
+        async def fn() -> None:
+            messages = answer_messages(q, [by_id[i] for i in ex_ids], context)
+            sel = await select_option(
+                ctx.models[p.model],
+                messages,
+                q["choices"],
+                method=selection_method(cfg, p.model),
+                seed=ctx.config.seed,
+                top_logprobs=cfg.top_logprobs,
+                generate_max_tokens=cfg.generate_max_tokens,
+            )
+            data = base(p, q, ex_ids, context) | {
+                "selected": sel.letter,
+                "selected_index": sel.index,
+                "correct": sel.letter == q["answer"],
+                "method": sel.method,
+                "fallback": sel.fallback,
+                "probs": sel.probs,
+                "letter_mass": sel.letter_mass,
+                "reply": sel.text,
+            }
+            ctx.store.put_item(key, "exam_response", data)
+
+        return fn
+
+    info = {key: (p, q, ex_ids, context) for key, p, q, ex_ids, context in plan}
+
+    def on_error(key: str, e: ModelCallError) -> None:
+        p, q, ex_ids, context = info[key]
+        data = base(p, q, ex_ids, context) | {"selected": None, "correct": None, "method": None}
+        ctx.store.put_item(key, "exam_response", data, status="error", error=str(e), error_cause=e.cause)
+
+    def done(key: str) -> bool:
+        it = ctx.store.get_item(key)
+        return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
+
+    await ctx.run_items(
+        "grading pipelines",
+        ((key, "candidate", make(p, q, ex_ids, context, key)) for key, p, q, ex_ids, context in plan),
+        is_done=done,
+        on_error=on_error,
+    )
+    return [(key, p, q) for key, p, q, _, _ in plan]

@@ -1,0 +1,225 @@
+"""The exam protocol's stages: generate -> filter and assemble -> label -> grade the grid -> metrics -> IRT.
+
+Store layout (what the report reads): items `exam_draft` (one per examiner call), `exam_labels` (one per
+label batch), `exam_question` (the exam, in order), `exam_response` (one per pipeline and question);
+artifacts `exam_stats`, `exam_baselines`, `exam_pipelines`, `exam_breakdowns`, `exam_irt`; metrics
+`accuracy` and `irt.ability` per pipeline and `exam.baseline.*` per exam.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import Counter
+from typing import Any
+
+from proctor.judging.stats import wilson_interval
+from proctor.protocols.base import RunContext
+from proctor.protocols.exam import generation
+from proctor.protocols.exam.assemble import assemble_exam
+from proctor.protocols.exam.config import Config
+from proctor.protocols.exam.exam_file import read_exam, write_exam
+from proctor.protocols.exam.filters import Embeddings
+from proctor.protocols.exam.grading import Pipeline, build_pipelines, grade
+from proctor.protocols.exam.labels import label_exam
+from proctor.protocols.exam.stats import bias_baselines, distribution, max_baseline_gap
+
+log = logging.getLogger("proctor")
+BREAKDOWNS = ("bloom", "question_word", "topic")
+
+
+def _settings(ctx: RunContext) -> Config:
+    return ctx.config.settings  # type: ignore[return-value]
+
+
+async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Generate (or read) the exam; returns it with its statistics."""
+    if cfg.exam_file is not None:
+        exam = read_exam(cfg.exam_file)
+        stats: dict[str, Any] = {"source": str(cfg.exam_file), "kept": len(exam)}
+        missing = [q for q in exam if not q.get("bloom") or not q.get("question_word")]
+        if missing:
+            stats["labels"] = await label_exam(
+                ctx, missing, use_examiner=cfg.labels == "examiner", batch_size=cfg.label_batch_size
+            )
+        for q in exam:
+            q.setdefault("topic", (q.get("source") or "unknown"))
+        return exam, stats
+    plan = generation.plan_generation(ctx, cfg)
+    await generation.run_generation(ctx, cfg, plan)
+    drafts, stats = generation.drafts_from_items(plan, ctx)
+    emb = Embeddings(ctx.embedder) if ctx.config.embedder else None
+    sources = {c.chunk_id: c.text for c in ctx.corpus.chunks}
+    exam, assembly = assemble_exam(
+        drafts,
+        cfg,
+        emb,
+        sources,
+        ctx.rng,
+        generator=ctx.role("examiner").spec,
+        prompt_version=generation.generation_prompt_version(),
+    )
+    stats.update(assembly)
+    stats["labels"] = await label_exam(
+        ctx, exam, use_examiner=cfg.labels == "examiner", batch_size=cfg.label_batch_size
+    )
+    return exam, stats
+
+
+def _supersede(ctx: RunContext, kind: str, current: set[str]) -> None:
+    """Items of an earlier state of this run (e.g. the exam before a resume completed it) stay in the
+    store for the record but are marked `superseded`, so the report and exports show the current exam."""
+    for it in ctx.store.items(kind):
+        if it["key"] not in current and it["status"] != "superseded":
+            data = it["data"] if isinstance(it["data"], dict) else {}
+            ctx.store.put_item(
+                it["key"], kind, {**data, "superseded_status": it["status"]}, status="superseded"
+            )
+
+
+def _rate(k: int, n: int) -> dict[str, Any]:
+    lo, hi = wilson_interval(k, n)
+    return {"value": k / n if n else None, "lo": lo, "hi": hi, "n": n, "correct": k}
+
+
+def _metrics(
+    ctx: RunContext, pipelines: list[Pipeline], exam: list[dict[str, Any]], responses: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Accuracy per pipeline (Wilson 95%) and per Bloom level, question word and topic."""
+    by_id = {q["id"]: q for q in exam}
+    per: dict[str, dict[str, Any]] = {}
+    breakdowns: dict[str, dict[str, dict[str, Any]]] = {b: {} for b in BREAKDOWNS}
+    for p in pipelines:
+        mine = [r for r in responses if r["data"]["pipeline"] == p.name]
+        scored = [r for r in mine if r["status"] == "done"]
+        k = sum(1 for r in scored if r["data"]["correct"])
+        acc = _rate(k, len(scored))
+        ctx.store.put_metric("accuracy", p.name, acc["value"], lo=acc["lo"], hi=acc["hi"], n=acc["n"])
+        per[p.name] = {
+            **p.as_dict(),
+            "accuracy": acc,
+            "answered": len(scored),
+            "errors": dict(Counter(r["error_cause"] or "error" for r in mine if r["status"] != "done")),
+            "methods": dict(Counter(r["data"]["method"] for r in scored)),
+        }
+        for b in BREAKDOWNS:
+            groups: dict[str, list[bool]] = {}
+            for r in scored:
+                level = str(by_id[r["data"]["question_id"]].get(b) or "unknown")
+                groups.setdefault(level, []).append(bool(r["data"]["correct"]))
+            breakdowns[b][p.name] = {g: _rate(sum(v), len(v)) for g, v in sorted(groups.items())}
+    return per, breakdowns
+
+
+def _table(per: dict[str, Any], irt: dict[str, Any]) -> list[dict[str, str]]:
+    abil = {a["pipeline"]: a for a in irt.get("abilities", [])}
+    rows = []
+    for name, r in per.items():
+        a = r["accuracy"]
+        acc = "—" if a["value"] is None else f"{a['value']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}] n={a['n']}"
+        ab = abil.get(name)
+        ability = "—" if not ab or ab["ability"] is None else f"{ab['ability']:+.2f} ± {ab['se'] or 0:.2f}"
+        rows.append(
+            {
+                "pipeline": name,
+                "accuracy [95% CI]": acc,
+                f"ability ({irt.get('model', 'IRT')})": ability,
+                "selection": ", ".join(f"{k} {v}" for k, v in sorted(r["methods"].items())) or "—",
+                "errors": str(sum(r["errors"].values())),
+            }
+        )
+    return rows
+
+
+async def run(ctx: RunContext) -> dict[str, Any]:
+    cfg = _settings(ctx)
+    pipelines = build_pipelines(ctx, cfg)  # config mistakes surface before any model call
+    exam, stats = await build_exam(ctx, cfg)
+    for q in exam:
+        ctx.store.put_item(q["id"], "exam_question", q)
+    _supersede(ctx, "exam_question", {q["id"] for q in exam})
+    write_exam(ctx.run_dir / "exam.jsonl", exam)
+    baselines = bias_baselines(exam)
+    stats["bloom"] = distribution(exam, "bloom")
+    stats["question_word"] = distribution(exam, "question_word")
+    stats["topic"] = distribution(exam, "topic")
+    ctx.store.put_artifact("exam_stats", stats)
+    ctx.store.put_artifact("exam_baselines", baselines)
+    ctx.store.put_artifact("exam_pipelines", [p.as_dict() for p in pipelines])
+    for name in ("best_fixed_letter", "always_longest", "always_shortest"):
+        b = baselines.get(name)
+        if b:
+            ctx.store.put_metric(
+                f"exam.baseline.{name}", "exam", b["value"], lo=b["lo"], hi=b["hi"], n=b["n"]
+            )
+    warnings: list[str] = []
+    if not exam:
+        warnings.append("no question survived generation and filtering; see exam statistics in the report")
+    plan = await grade(ctx, cfg, pipelines, exam) if exam else []
+    order = {key: i for i, (key, _, _) in enumerate(plan)}
+    _supersede(ctx, "exam_response", set(order))
+    responses = sorted(
+        (r for r in ctx.store.items("exam_response") if r["key"] in order), key=lambda r: order[r["key"]]
+    )
+    per, breakdowns = _metrics(ctx, pipelines, exam, responses)
+    ctx.store.put_artifact("exam_breakdowns", breakdowns)
+    irt: dict[str, Any] = {}
+    if cfg.irt.enabled and exam:
+        from proctor.protocols.exam.irt_step import analyse, response_matrix
+
+        n_options = max(len(q["choices"]) for q in exam)
+        irt = analyse(
+            cfg.irt, pipelines, exam, response_matrix(pipelines, exam, responses), n_options, ctx.rng
+        )
+        for a in irt.get("abilities", []):
+            ctx.store.put_metric(
+                "irt.ability",
+                a["pipeline"],
+                a["ability"],
+                lo=None if a["se"] is None else a["ability"] - 1.96 * a["se"],
+                hi=None if a["se"] is None else a["ability"] + 1.96 * a["se"],
+            )
+        kept = (irt.get("prune") or {}).get("kept_ids")
+        if kept:
+            keep = set(kept)
+            write_exam(ctx.run_dir / "exam_pruned.jsonl", [q for q in exam if q["id"] in keep])
+        warnings += [f"IRT: {w}" for w in irt.get("warnings", [])]
+        if irt.get("skipped"):
+            warnings.append(f"IRT skipped: {irt['skipped']}")
+    ctx.store.put_artifact("exam_irt", irt)
+    gap = max_baseline_gap(baselines)
+    if gap is not None and len(exam) >= 40 and gap > 0.05:
+        warnings.append(f"a bias baseline is {100 * gap:.1f} points from chance; see the exam statistics")
+    summary: dict[str, Any] = {
+        "protocol": "exam",
+        "config_hash": ctx.config.config_hash(),
+        "exam": {"questions": len(exam), "file": "exam.jsonl", **stats},
+        "baselines": baselines,
+        "pipelines": per,
+        "irt": {
+            k: irt.get(k)
+            for k in (
+                "model",
+                "model_reason",
+                "n_subjects",
+                "n_items",
+                "abilities",
+                "hierarchical",
+                "adaptive",
+            )
+            if k in irt
+        },
+    }
+    if "prune" in irt:
+        summary["irt"]["prune"] = {
+            k: copy.deepcopy(v)
+            for k, v in irt["prune"].items()
+            if k not in ("information_initial", "information_final")
+        }
+        for s in summary["irt"]["prune"]["steps"]:
+            s.pop("information_before", None)
+            s.pop("information_after", None)
+    summary["table"] = _table(per, irt)
+    if warnings:
+        summary["warnings"] = warnings
+    return summary

@@ -1,0 +1,10 @@
+"""RECKON: reference-based efficient knowledge evaluation (Zhang et al., 2025).
+
+Corpus -> knowledge units (examiner) -> merged duplicates -> embedding clusters -> one probing question per
+cluster -> candidates answer -> per-unit two-stage judging (extract, then judge against the unit's
+reference: correct / incorrect / uncovered) -> uncovered units re-clustered and re-asked in later rounds.
+The per-unit reference-QA baseline runs on the same units and candidates, with its own call accounting.
+
+Modules: `config` (the `reckon:` section), `units`, `clustering`, `questions`, `candidates`, `judging`,
+`rounds`, `baselines`, `cost`, `metaeval`, `run` (`async run(ctx) -> summary`).
+"""

@@ -1,0 +1,101 @@
+"""The `reckon:` section of a run config."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Baseline = Literal["judge_with_reference", "judge_without_reference", "bleu", "rouge_l", "embedding"]
+ALL_BASELINES: list[Baseline] = [
+    "judge_with_reference",
+    "judge_without_reference",
+    "bleu",
+    "rouge_l",
+    "embedding",
+]
+
+
+class Thresholds(BaseModel):
+    """Cut-offs that turn the continuous baselines into correct/incorrect for agreement with humans."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bleu: float = Field(0.2, ge=0, le=1, description="sentence BLEU / 100")
+    rouge_l: float = Field(0.3, ge=0, le=1, description="ROUGE-L F-measure")
+    embedding: float = Field(0.6, ge=-1, le=1, description="cosine similarity")
+
+
+class Config(BaseModel):
+    """RECKON: knowledge units -> clusters -> one question per cluster -> per-unit judging, in rounds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Which chunks feed unit extraction.
+    sources: list[str] = Field(
+        default_factory=list,
+        description="fnmatch patterns on a chunk's file name, path, or `name#index`; empty = every chunk",
+    )
+    max_chunks: int | None = Field(None, ge=1, description="sample this many chunks (seeded); None = all")
+
+    # Knowledge units.
+    max_units_per_chunk: int = Field(6, ge=1, le=50)
+    unit_max_tokens: int = Field(700, ge=64)
+    dedup_threshold: float = Field(
+        0.92, gt=0, le=1, description="cosine similarity at or above which two units are merged"
+    )
+    carry_over: str | None = Field(
+        None, description="JSONL of extra units, e.g. a previous run's reckon_uncovered_units.jsonl"
+    )
+
+    # Clustering.
+    cluster_method: Literal["auto", "kmeans", "minibatch", "agglomerative"] = "auto"
+    k_selection: Literal["target_size", "silhouette"] = "target_size"
+    target_cluster_size: int = Field(5, ge=1, le=200)
+    max_cluster_size: int | None = Field(
+        None, ge=1, description="larger clusters are split in two until they fit; default 2 x target"
+    )
+    minibatch_above: int = Field(2000, ge=2, description="`auto` uses MiniBatchKMeans from this many units")
+
+    # Questions and answers.
+    question_max_tokens: int = Field(300, ge=32)
+    answer_max_tokens: int = Field(
+        400, ge=16, description="candidates' reply budget for cluster questions (they ask for several facts)"
+    )
+
+    # Judging.
+    extract_mode: Literal["cluster", "unit"] = Field(
+        "cluster", description="stage 1: one call per answer and cluster, or one per answer and unit"
+    )
+    extract_max_tokens: int = Field(700, ge=32)
+    judge_max_tokens: int = Field(200, ge=32)
+    excerpt_min_overlap: float = Field(
+        0.5, ge=0, le=1, description="share of an excerpt's words that must occur in the answer"
+    )
+
+    # Rounds.
+    max_rounds: int = Field(4, ge=1, le=50)
+
+    # Baselines on the same units and candidates.
+    baselines: list[Baseline] = Field(default_factory=lambda: list(ALL_BASELINES))
+    baseline_question_max_tokens: int = Field(200, ge=32)
+    thresholds: Thresholds = Thresholds()
+
+    # Meta-evaluation and report.
+    human_labels: str | None = Field(None, description="JSONL of human labels (see README, reckon)")
+    examples: int = Field(12, ge=0, le=1000, description="example judgments shown in the report")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Config:
+        if self.max_cluster_size is not None and self.max_cluster_size < self.target_cluster_size:
+            raise ValueError(
+                f"max_cluster_size ({self.max_cluster_size}) must be at least target_cluster_size "
+                f"({self.target_cluster_size})"
+            )
+        if len(set(self.baselines)) != len(self.baselines):
+            raise ValueError("baselines: list each baseline once")
+        return self
+
+    @property
+    def cluster_cap(self) -> int:
+        return self.max_cluster_size or 2 * self.target_cluster_size

@@ -1,0 +1,153 @@
+"""Meta-evaluation: how well each method agrees with human labels.
+
+Label file (JSONL, UTF-8; blank lines and lines starting with '#' are ignored), one label per line:
+
+    {"item_id": "ku_0123456789abcdef0123@my-candidate", "label": "correct"}
+    {"candidate": "my-candidate", "unit_id": "ku_0123456789abcdef0123", "label": "incorrect"}
+
+An item is one (candidate, knowledge unit) pair; its id is `<unit_id>@<candidate>` (listed in the report,
+in items.jsonl as kind `reckon_item`, and in reckon_uncovered_units.jsonl). `label` is "correct" when the
+candidate states the unit in agreement with the reference, else "incorrect". An optional "note" field is
+kept for the annotator and ignored. Labels for ids the run does not have are counted as unmatched.
+
+Per method (RECKON, the two LLM judges, BLEU, ROUGE-L, embedding similarity) on the labelled items the
+method scored: accuracy against the human labels and Cohen's kappa (continuous scores are cut at
+`reckon.thresholds`), item-level Pearson / Spearman / Kendall between the method's score and the label,
+and Pearson / Spearman / Kendall between per-candidate scores (mean method score vs. share of items the
+humans labelled correct; needs at least three candidates). RECKON's uncovered units have no verdict and
+are left out of its n.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score
+
+from proctor.errors import UserError
+
+LABELS = {"correct": 1, "incorrect": 0}
+
+
+def item_id(candidate: str, unit_id: str) -> str:
+    return f"{unit_id}@{candidate}"
+
+
+def load_labels(path_str: str) -> dict[str, int]:
+    """item id -> 1 (correct) / 0 (incorrect). Raises UserError naming the file and line on bad input."""
+    path = Path(path_str).expanduser()
+    if not path.is_file():
+        raise UserError(
+            f"reckon.human_labels: file '{path}' not found. Give the path (absolute, or relative to the "
+            f"folder you run proctor from) of a JSONL label file; see the reckon section of README.md for "
+            f"its format."
+        )
+    out: dict[str, int] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        where = f"reckon.human_labels: {path}, line {n}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{where}: not valid JSON ({e.msg}). Fix the line.") from None
+        if not isinstance(raw, dict):
+            raise UserError(f'{where}: expected a JSON object like {{"item_id": "...", "label": "correct"}}.')
+        if raw.get("item_id"):
+            iid = str(raw["item_id"])
+        elif raw.get("candidate") and raw.get("unit_id"):
+            iid = item_id(str(raw["candidate"]), str(raw["unit_id"]))
+        else:
+            raise UserError(f'{where}: give "item_id", or both "candidate" and "unit_id".')
+        label = str(raw.get("label", "")).strip().lower()
+        if label not in LABELS:
+            raise UserError(f'{where}: "label" must be "correct" or "incorrect", not {raw.get("label")!r}.')
+        if iid in out and out[iid] != LABELS[label]:
+            raise UserError(f"{where}: item {iid} is labelled twice with different labels; keep one.")
+        out[iid] = LABELS[label]
+    return out
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else round(float(x), 4)
+
+
+def _corr(x: list[float], y: list[float]) -> dict[str, float | None]:
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return {"pearson": None, "spearman": None, "kendall": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "pearson": _num(stats.pearsonr(x, y)[0]),
+            "spearman": _num(stats.spearmanr(x, y)[0]),
+            "kendall": _num(stats.kendalltau(x, y)[0]),
+        }
+
+
+def meta_evaluate(
+    items: list[dict[str, Any]], labels: dict[str, int], methods: dict[str, float | None]
+) -> dict[str, Any]:
+    """`items` carry `item_id`, `candidate` and `scores: {method: score or None}`; `methods` maps each
+    method to its threshold (None for methods that already give 0/1)."""
+    by_id = {it["item_id"]: it for it in items}
+    matched = [i for i in labels if i in by_id]
+    candidates = list(dict.fromkeys(it["candidate"] for it in items))
+    human_by_cand: dict[str, list[int]] = {}
+    for i in matched:
+        human_by_cand.setdefault(by_id[i]["candidate"], []).append(labels[i])
+    result: dict[str, Any] = {
+        "n_labels": len(labels),
+        "matched": len(matched),
+        "unmatched": len(labels) - len(matched),
+        "human": [
+            {"candidate": c, "n": len(human_by_cand.get(c, [])), "score": _mean(human_by_cand.get(c, []))}
+            for c in candidates
+        ],
+        "methods": [],
+    }
+    for method, threshold in methods.items():
+        pairs = [
+            (labels[i], float(s), by_id[i]["candidate"])
+            for i in matched
+            if (s := by_id[i]["scores"].get(method)) is not None
+        ]
+        human = [h for h, _, _ in pairs]
+        cont = [s for _, s, _ in pairs]
+        binary = [int(s >= threshold) if threshold is not None else int(s >= 0.5) for s in cont]
+        row: dict[str, Any] = {"method": method, "threshold": threshold, "n": len(pairs)}
+        row["accuracy"] = _mean([int(a == b) for a, b in zip(human, binary, strict=True)])
+        kappa = None
+        if pairs and (len(set(human)) > 1 or len(set(binary)) > 1):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                kappa = _num(cohen_kappa_score(human, binary, labels=[0, 1]))
+        row["kappa"] = kappa
+        row["item"] = _corr(cont, [float(h) for h in human])
+        per_c: dict[str, list[tuple[int, float]]] = {}
+        for h, s, c in pairs:
+            per_c.setdefault(c, []).append((h, s))
+        cands = [c for c in candidates if c in per_c]
+        row["per_candidate_scores"] = [
+            {
+                "candidate": c,
+                "method": _mean([s for _, s in per_c[c]]),
+                "human": _mean([h for h, _ in per_c[c]]),
+            }
+            for c in cands
+        ]
+        hx = [float(np.mean([h for h, _ in per_c[c]])) for c in cands]
+        mx = [float(np.mean([s for _, s in per_c[c]])) for c in cands]
+        row["candidate"] = _corr(mx, hx)
+        row["n_candidates"] = len(cands)
+        result["methods"].append(row)
+    return result
+
+
+def _mean(values: list[float] | list[int]) -> float | None:
+    return round(float(np.mean(values)), 4) if values else None

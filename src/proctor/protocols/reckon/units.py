@@ -1,0 +1,343 @@
+"""Step 1: knowledge units. The examiner extracts units from each chunk; exact and near duplicates are
+merged by embedding similarity; units carried over from an earlier run (its uncovered list) are added.
+
+A unit is a dict: unit_id, type, keyword, description, chunk_id (first source chunk), chunk_ids, source,
+evidence (the chunk sentence closest to the unit, for traceability and as judging context), origin
+("corpus" or "carry_over") and merged (the duplicates folded into it).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from proctor.corpus.types import Chunk
+from proctor.errors import ModelCallError, UserError
+from proctor.prompts import prompt_version, render_messages
+from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.reckon.config import Config
+
+UNIT_TYPES = ("factual", "conceptual", "procedural", "other")
+ROLE = "reckon:units"
+PROMPT = "reckon/units"
+EVIDENCE_MIN_SIMILARITY = 0.3
+_DESCRIPTION_MAX_CHARS = 600
+
+
+def units_schema(max_units: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "units": {
+                "type": "array",
+                "maxItems": max_units,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": {"type": "string", "enum": list(UNIT_TYPES)},
+                        "keyword": {"type": "string"},
+                        "description": {"type": "string"},
+                    },
+                    "required": ["type", "keyword", "description"],
+                },
+            }
+        },
+        "required": ["units"],
+    }
+
+
+def normalise(text: str) -> str:
+    """Lowercase words only: the identity used for exact duplicates and unit ids."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def unit_text(unit: dict[str, Any]) -> str:
+    """What is embedded for clustering and deduplication."""
+    return f"{unit['keyword']}: {unit['description']}"
+
+
+def make_unit_id(chunk_id: str | None, keyword: str, description: str) -> str:
+    return work_key("ku", chunk_id, normalise(keyword), normalise(description))
+
+
+def select_chunks(ctx: RunContext, cfg: Config) -> list[Chunk]:
+    """Chunks named by `reckon.sources` (all if empty), then a seeded sample of `reckon.max_chunks`."""
+    chunks: list[Chunk] = list(ctx.corpus.chunks)
+    if cfg.sources:
+
+        def wanted(c: Chunk) -> bool:
+            names = (Path(c.source).name, c.source, f"{Path(c.source).name}#{c.index}")
+            return any(fnmatch.fnmatch(n, p) for p in cfg.sources for n in names)
+
+        chunks = [c for c in chunks if wanted(c)]
+        if not chunks:
+            names = sorted({Path(c.source).name for c in ctx.corpus.chunks})
+            raise UserError(
+                f"reckon.sources: the patterns {cfg.sources} match no file of the corpus "
+                f"({', '.join(names[:20])}). Fix the patterns or remove `sources` to use every chunk."
+            )
+    if cfg.max_chunks is not None and len(chunks) > cfg.max_chunks:
+        order = ctx.rng.permutation(len(chunks))[: cfg.max_chunks]
+        chunks = [chunks[i] for i in sorted(int(i) for i in order)]
+    return chunks
+
+
+def _clean(raw: dict[str, Any]) -> dict[str, str] | None:
+    keyword = " ".join(str(raw.get("keyword", "")).split())
+    description = " ".join(str(raw.get("description", "")).split())[:_DESCRIPTION_MAX_CHARS]
+    if not keyword or not description:
+        return None
+    utype = str(raw.get("type", "other")).strip().lower()
+    return {"type": utype if utype in UNIT_TYPES else "other", "keyword": keyword, "description": description}
+
+
+async def extract_units(ctx: RunContext, cfg: Config, chunks: list[Chunk]) -> tuple[list[dict], dict]:
+    """Examiner call per chunk (stored as `reckon_chunk` items); returns units in chunk order and stats."""
+    examiner = ctx.role("examiner")
+    version = prompt_version(PROMPT)
+    schema = units_schema(cfg.max_units_per_chunk)
+    plan = [
+        (
+            work_key(
+                "ke",
+                c.chunk_id,
+                cfg.max_units_per_chunk,
+                version,
+                examiner.provider.identity(),
+                ctx.config.seed,
+            ),
+            c,
+        )
+        for c in chunks
+    ]
+
+    def make(key: str, chunk: Chunk) -> Any:
+        async def fn() -> None:
+            messages = render_messages(PROMPT, passage=chunk.text, max_units=cfg.max_units_per_chunk)
+            c = await examiner.generate(
+                messages,
+                json_schema=schema,
+                temperature=0.0,
+                seed=ctx.config.seed,
+                max_tokens=cfg.unit_max_tokens,
+            )
+            ctx.store.put_item(
+                key,
+                "reckon_chunk",
+                {
+                    "chunk_id": chunk.chunk_id,
+                    "source": chunk.source,
+                    "units": c.parsed["units"],
+                    "prompt_version": version,
+                },
+            )
+
+        return fn
+
+    info = dict(plan)
+
+    def on_error(key: str, e: ModelCallError) -> None:
+        chunk = info[key]
+        ctx.store.put_item(
+            key,
+            "reckon_chunk",
+            {"chunk_id": chunk.chunk_id, "source": chunk.source},
+            status="error",
+            error=str(e),
+            error_cause=e.cause,
+        )
+
+    await ctx.run_items(
+        "reckon: extracting knowledge units",
+        ((k, ROLE, make(k, c)) for k, c in plan),
+        is_done=lambda k: final(ctx, k),
+        on_error=on_error,
+    )
+    units: list[dict[str, Any]] = []
+    stats = {"chunks": len(plan), "chunks_failed": 0, "extracted": 0, "dropped_empty": 0}
+    for key, chunk in plan:
+        it = ctx.store.get_item(key)
+        if it is None or it["status"] != "done":
+            stats["chunks_failed"] += 1
+            continue
+        for raw in it["data"]["units"]:
+            u = _clean(raw) if isinstance(raw, dict) else None
+            if u is None:
+                stats["dropped_empty"] += 1
+                continue
+            stats["extracted"] += 1
+            units.append(
+                {
+                    "unit_id": make_unit_id(chunk.chunk_id, u["keyword"], u["description"]),
+                    **u,
+                    "chunk_id": chunk.chunk_id,
+                    "chunk_ids": [chunk.chunk_id],
+                    "source": chunk.source,
+                    "evidence": None,
+                    "origin": "corpus",
+                    "merged": [],
+                }
+            )
+    return units, stats
+
+
+def final(ctx: RunContext, key: str) -> bool:
+    """Done, or failed for good: an unparseable reply is final (a re-run reads the same cached reply);
+    transient failures are tried again on resume."""
+    it = ctx.store.get_item(key)
+    return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
+
+
+def load_carry_over(path_str: str) -> list[dict[str, Any]]:
+    """Units from a JSONL file (one object per line: keyword, description; optional unit_id, type,
+    evidence, chunk_ids, source). Blank lines and lines starting with '#' are skipped."""
+    path = Path(path_str).expanduser()
+    if not path.is_file():
+        raise UserError(
+            f"reckon.carry_over: file '{path}' not found. Give the path (absolute, or relative to the "
+            f"folder you run proctor from) of a JSONL file of units, e.g. an earlier run's "
+            f"reckon_uncovered_units.jsonl."
+        )
+    units = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(
+                f"reckon.carry_over: {path}, line {n}: not valid JSON ({e.msg}). Fix the line."
+            ) from None
+        if not isinstance(raw, dict) or _clean(raw) is None:
+            raise UserError(
+                f"reckon.carry_over: {path}, line {n}: each line must be a JSON object with non-empty "
+                f'"keyword" and "description" fields.'
+            )
+        u = _clean(raw)
+        assert u is not None
+        chunk_ids = raw.get("chunk_ids") or ([raw["chunk_id"]] if raw.get("chunk_id") else [])
+        chunk_ids = [str(c) for c in chunk_ids]
+        unit_id = str(
+            raw.get("unit_id")
+            or make_unit_id(chunk_ids[0] if chunk_ids else None, u["keyword"], u["description"])
+        )
+        units.append(
+            {
+                "unit_id": unit_id,
+                **u,
+                "chunk_id": chunk_ids[0] if chunk_ids else None,
+                "chunk_ids": chunk_ids,
+                "source": raw.get("source"),
+                "evidence": raw.get("evidence"),
+                "origin": "carry_over",
+                "merged": [],
+            }
+        )
+    return units
+
+
+def merge_duplicates(units: list[dict[str, Any]], vectors: np.ndarray, threshold: float) -> list[int]:
+    """Fold exact and near duplicates into the first unit they repeat; return the kept indices.
+
+    Exact duplicates share normalised keyword and description. Near duplicates have cosine similarity
+    >= `threshold` with an earlier kept unit (the most similar one wins). Similarities are computed in
+    blocks so memory stays bounded on large inputs.
+    """
+    n = len(units)
+    kept_mask = np.zeros(n, dtype=bool)
+    kept: list[int] = []
+    by_text: dict[str, int] = {}
+    target = np.full(n, -1)
+    block = 256
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        sims = vectors[start:stop] @ vectors[:stop].T if n else np.zeros((0, 0))
+        for j in range(start, stop):
+            u = units[j]
+            text = normalise(u["keyword"]) + "|" + normalise(u["description"])
+            if text in by_text:
+                target[j] = by_text[text]
+            else:
+                row = np.where(kept_mask[:j], sims[j - start, :j], -np.inf)
+                if j and row.size and float(row.max()) >= threshold:
+                    target[j] = int(row.argmax())
+            if target[j] < 0:
+                kept_mask[j] = True
+                kept.append(j)
+                by_text[text] = j
+            else:
+                root = units[int(target[j])]
+                root["merged"].append(
+                    {"unit_id": u["unit_id"], "keyword": u["keyword"], "description": u["description"]}
+                )
+                for cid in u["chunk_ids"]:
+                    if cid not in root["chunk_ids"]:
+                        root["chunk_ids"].append(cid)
+    return kept
+
+
+_STRUCTURAL = re.compile(r"^\s*(#|[-*+] |\||\d+[.)] )")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“*])")
+
+
+def sentences(text: str) -> list[str]:
+    """Prose sentences, list items and table rows of a chunk, whitespace collapsed, emphasis dropped."""
+    segments: list[str] = []
+    para: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if not line.strip() or _STRUCTURAL.match(line):
+            if para:
+                segments.append(" ".join(para))
+                para = []
+            if line.strip() and not line.lstrip().startswith("#"):
+                segments.append(line.strip())
+        else:
+            para.append(line.strip())
+    out = []
+    for seg in segments:
+        for s in _SENTENCE_END.split(seg):
+            s = " ".join(s.replace("**", "").replace("__", "").split()).strip("|- ").strip()
+            if len(s.split()) >= 4:
+                out.append(s)
+    return out
+
+
+def attach_evidence(
+    units: list[dict[str, Any]], vectors: np.ndarray, chunks: dict[str, Chunk], embedder: Any
+) -> None:
+    """Give each corpus unit the sentence of its chunk that is closest to it (cosine >= 0.3)."""
+    wanted = sorted({u["chunk_id"] for u in units if u["evidence"] is None and u["chunk_id"] in chunks})
+    if not wanted:
+        return
+    sents = {cid: sentences(chunks[cid].text) for cid in wanted}
+    flat = [s for cid in wanted for s in sents[cid]]
+    if not flat:
+        return
+    sv = embedder.embed(flat)
+    offset, ranges = 0, {}
+    for cid in wanted:
+        ranges[cid] = (offset, offset + len(sents[cid]))
+        offset += len(sents[cid])
+    for u, v in zip(units, vectors, strict=True):
+        if u["evidence"] is not None or u["chunk_id"] not in ranges:
+            continue
+        a, b = ranges[u["chunk_id"]]
+        if a == b:
+            continue
+        sims = sv[a:b] @ v
+        best = int(sims.argmax())
+        if float(sims[best]) >= EVIDENCE_MIN_SIMILARITY:
+            u["evidence"] = flat[a + best]
+
+
+def reference_text(unit: dict[str, Any]) -> str:
+    """The unit's reference as the judge and the classic metrics see it."""
+    ref = f"{unit['keyword']}: {unit['description']}"
+    if unit.get("evidence"):
+        ref += f"\nSource sentence: {unit['evidence']}"
+    return ref

@@ -1,0 +1,156 @@
+"""Report section of the RECKON protocol (`reckon`).
+
+Reads: the artifact `reckon` (unit stats, per-candidate scores and breakdowns, round logs, round-1
+clusters, 2-D map, cost, meta-evaluation, examples, uncovered units), the metrics `accuracy.reckon`
+per candidate, and the items `reckon_unit`, `reckon_item` and `baseline_answer` for the unit browser.
+Every string from the store is escaped by the template.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from proctor.report import plots, plots_reckon
+from proctor.report._env import render_template
+from proctor.store import RunStore
+
+log = logging.getLogger(__name__)
+
+METHOD_LABELS = {
+    "reckon": "RECKON",
+    "judge_with_reference": "LLM judge with reference (J w/R)",
+    "judge_without_reference": "LLM judge without reference (J w/oR)",
+    "bleu": "BLEU",
+    "rouge_l": "ROUGE-L",
+    "embedding": "embedding similarity",
+}
+STEP_LABELS = {"questions": "question generation", "answers": "candidate answers", "judging": "judging"}
+
+
+def _plot(fn: Callable[..., str], *args: Any) -> str | None:
+    try:
+        return fn(*args)
+    except Exception:  # a failing plot leaves its table in place
+        log.exception("reckon plot %s failed", getattr(fn, "__name__", fn))
+        return None
+
+
+BROWSER_LIMIT = 500
+
+
+def _unit_browser(store: RunStore, candidates: list[str]) -> list[dict[str, Any]]:
+    """Units with every candidate's RECKON and baseline outcome (the first BROWSER_LIMIT units)."""
+    units = [u["data"] for u in store.items("reckon_unit")][:BROWSER_LIMIT]
+    items = {
+        (it["data"]["unit_id"], it["data"]["candidate"]): it["data"] for it in store.items("reckon_item")
+    }
+    baseline = {a["key"]: a["data"] for a in store.items("baseline_answer")}
+    judged: dict[str, dict[str, Any]] = {}
+    for j in store.judgments():
+        if j["item_key"] in baseline:
+            judged.setdefault(j["item_key"], {})[j["judge"]] = j
+    rows = []
+    for u in units:
+        per = []
+        for c in candidates:
+            it = items.get((u["unit_id"], c))
+            if it is None:
+                continue
+            b = baseline.get(it.get("baseline_answer_key") or "")
+            bj = judged.get(it.get("baseline_answer_key") or "", {})
+            per.append(
+                {
+                    **it,
+                    "baseline": b,
+                    "jwr": bj.get("llm_with_reference"),
+                    "jwor": bj.get("llm_without_reference"),
+                }
+            )
+        rows.append({"unit": u, "items": per})
+    return rows
+
+
+def reckon_context(store: RunStore) -> dict[str, Any]:
+    art = store.get_artifact("reckon") or {}
+    cands: dict[str, Any] = art.get("candidates") or {}
+    names = list(cands)
+    clusters = art.get("clusters") or []
+    points = art.get("map") or []
+    cost = art.get("cost") or {}
+    acc_plot = None
+    if names:
+        acc_plot = _plot(
+            plots.metric_bars,
+            "RECKON accuracy over judged units",
+            names,
+            [cands[n]["accuracy"]["value"] for n in names],
+            [cands[n]["accuracy"]["lo"] for n in names],
+            [cands[n]["accuracy"]["hi"] for n in names],
+        )
+    cost_rows = cost.get("rows") or []
+    steps = ["questions", "answers", "judging"]
+
+    def tok(method: str, step: str) -> int:
+        return next((r["tokens"] for r in cost_rows if r["method"] == method and r["step"] == step), 0)
+
+    baseline_methods = sorted(
+        {m for c in cands.values() for m in (c.get("baselines") or {})},
+        key=lambda m: list(METHOD_LABELS).index(m) if m in METHOD_LABELS else 99,
+    )
+    return {
+        "art": art,
+        "empty": bool(art.get("empty")) or not art,
+        "units": art.get("units") or {},
+        "n_units": art.get("n_units") or 0,
+        "candidates": cands,
+        "names": names,
+        "clusters": clusters,
+        "stop_reasons": art.get("stop_reasons") or {},
+        "acc_plot": acc_plot,
+        "convergence_plot": _plot(
+            plots_reckon.convergence,
+            {n: cands[n]["remaining_per_round"] for n in names},
+            art.get("n_units") or 0,
+        )
+        if names
+        else None,
+        "map_plot": _plot(
+            plots_reckon.unit_map,
+            [p["x"] for p in points],
+            [p["y"] for p in points],
+            [p["cluster"] for p in points],
+            [c["center"] for c in clusters],
+            [p["keyword"] for p in points],
+        )
+        if points
+        else None,
+        "freq_plot": _plot(plots_reckon.ask_frequency, {n: cands[n]["ask_frequency"] for n in names})
+        if names
+        else None,
+        "cost": cost,
+        "cost_rows": cost_rows,
+        "cost_plot": _plot(
+            plots_reckon.cost_bars,
+            [STEP_LABELS[s] for s in steps],
+            [tok("reckon", s) for s in steps],
+            [tok("baseline", s) for s in steps],
+        )
+        if cost.get("has_baseline")
+        else None,
+        "step_labels": STEP_LABELS,
+        "baseline_methods": baseline_methods,
+        "method_labels": METHOD_LABELS,
+        "meta": art.get("meta_evaluation"),
+        "examples": art.get("examples") or [],
+        "uncovered": art.get("uncovered") or [],
+        "browser": _unit_browser(store, names),
+        "browser_limit": BROWSER_LIMIT,
+        "config": art.get("config") or {},
+    }
+
+
+def render(store: RunStore) -> str:
+    """HTML fragment of the reckon protocol section."""
+    return render_template("section_reckon.html.j2", **reckon_context(store))

@@ -1,0 +1,331 @@
+"""The exam protocol end to end with scripted models: generation, filters, balanced options, labels,
+grading a grid (letter logprobs, generated-letter fallback, unparseable replies recorded as errors),
+metrics with intervals, IRT, the exam JSONL file, the report, and a re-run from the cache."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from proctor.models.retry import RetryableError
+from proctor.models.scripted import register_script
+from proctor.models.types import RawReply, TokenLogprob, Usage
+from proctor.runner import run_config
+
+HOSTILE = "<script>alert('x')</script>"
+IMG = "<img src=x onerror=alert(1)>"
+
+# Topic -> facts (subject, attribute, value, wrong values of varied lengths).
+FACTS = {
+    "harbour": [
+        ("Velmora harbour", "opening year", "1742", ["1790", "1688", "1815", "1901"]),
+        ("Velmora harbour", "lantern colour", "green", ["red", "dark blue", "white", "amber yellow"]),
+        ("Velmora harbour", "founder", "Ostrid Kael", ["Mara Dune", "Tobias Fenwright", "Ilse Varn", "Oren"]),
+    ],
+    "canal": [
+        ("Tarn canal", "length", "9 kilometres", ["4 kilometres", "12 kilometres", "2 km", "30 kilometres"]),
+        ("Tarn canal", "chief engineer", "Petra Lund", ["Aldo Ferris", "Nina Holt", "Gus Brann", "Eda Moss"]),
+        ("Tarn canal", "main cargo", "tidal glass", ["salt fish", "timber", "wool bales", "granite blocks"]),
+    ],
+    "festival": [
+        ("Lantern Tide festival", "month", "October", ["March", "July", "December", "May"]),
+        ("Lantern Tide festival", "venue", "Kettle Point", ["Dunmere", "Skerry Holm", "Gull Rock", "Ashby"]),
+        ("Lantern Tide festival", "lantern count", "1,500", ["300", "12,000", "750", "4,200"]),
+    ],
+    "moot": [
+        ("Moot of Forty", "quorum", "twenty-one", ["twelve", "thirty", "nine", "seventeen"]),
+        (
+            "Moot of Forty",
+            "meeting hall",
+            "Cistern House",
+            ["Glass Hall", "Tide Court", "Fog Tower", "Mill Barn"],
+        ),
+        (
+            "Moot of Forty",
+            "speaker title",
+            "the Warden",
+            ["the Reeve", "the Chancellor", "the Steward", "Elder"],
+        ),
+    ],
+}
+ANSWERS = {f"What is the {attr} of {subj}?": val for facts in FACTS.values() for subj, attr, val, _ in facts}
+
+
+def _doc(topic: str) -> str:
+    parts = [f"# {topic.title()}\n"]
+    for subj, attr, val, _ in FACTS[topic]:
+        parts.append(f"The {attr} of {subj} is {val}. Records about {subj} mention its {attr} often.\n")
+    return "\n".join(parts)
+
+
+def examiner(messages, params):
+    text = messages[-1]["content"]
+    if "Classify each question" in text:
+        ids = re.findall(r"^\[(\d+)\]", text, re.M)
+        return json.dumps({"labels": [{"id": i, "bloom": "remember", "question_word": "what"} for i in ids]})
+    out = []
+    for facts in FACTS.values():
+        for subj, attr, val, wrong in facts:
+            if f"The {attr} of {subj} is {val}." in text:
+                q = f"What is the {attr} of {subj}?"
+                if attr == "founder":
+                    q = f"According to the text, who founded {subj}?"  # not self-contained
+                if attr == "speaker title":
+                    q = f"What is the {attr} of {subj}? {HOSTILE}"
+                distractors = list(wrong)
+                if attr == "chief engineer":
+                    distractors = [
+                        "Petra Lund.",
+                        "petra lund",
+                        "Nina Holt",
+                        "Gus Brann",
+                    ]  # repeats the answer
+                rationale = f"stated {IMG}" if attr == "quorum" else "stated"
+                out.append(
+                    {"question": q, "correct_answer": val, "distractors": distractors, "rationale": rationale}
+                )
+    n = int(re.search(r"Write (\d+) multiple-choice", text).group(1))
+    return json.dumps({"questions": out[:n]})
+
+
+def _options(text: str) -> dict[str, str]:
+    block = text.rsplit("Question:", 1)[1]
+    return dict(re.findall(r"^([A-D])\. (.*)$", block, re.M))
+
+
+def _question(text: str) -> str:
+    return text.rsplit("Question:", 1)[1].split("\n", 1)[0].strip()
+
+
+def _lp(letter_probs: dict[str, float]) -> RawReply:
+    top = {k: math.log(v) for k, v in letter_probs.items()}
+    best = max(top, key=top.get)
+    return RawReply(best, Usage(10, 1), logprobs=[TokenLogprob(best, top[best], top)], finish_reason="length")
+
+
+def reader(messages, params):
+    """Knows the answer when a passage containing it was retrieved; guesses the first option otherwise."""
+    text = messages[-1]["content"]
+    opts = _options(text)
+    q = _question(text)
+    truth = ANSWERS.get(re.sub(r"\s*<script>.*$", "", q))
+    context = text.split("Question:", 1)[0]
+    if truth and f"is {truth}." in context:
+        letter = next(k for k, v in opts.items() if v == truth)
+        return _lp({letter: 0.8, **{k: 0.2 / 3 for k in opts if k != letter}})
+    return _lp({"A": 0.4, "B": 0.3, "C": 0.2, "D": 0.1})
+
+
+def chatty(messages, params):
+    """No logprobs: writes the letter in prose (auto falls back to parsing)."""
+    text = messages[-1]["content"]
+    opts = _options(text)
+    if "Moot" in _question(text):
+        return "I am not sure about this one."  # names no option -> unparseable, recorded as an error
+    truth = ANSWERS.get(_question(text))
+    letter = next((k for k, v in opts.items() if v == truth), "B")
+    return f"The correct answer is ({letter})."
+
+
+def broken(messages, params):
+    raise RetryableError("HTTP 500", cause="http_500", status=500)
+
+
+register_script("exam-examiner", examiner)
+register_script("exam-reader", reader)
+register_script("exam-chatty", chatty)
+register_script("exam-broken", broken)
+
+
+@pytest.fixture
+def exam_config(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for topic in FACTS:
+        (docs / f"{topic}.md").write_text(_doc(topic))
+    cfg = tmp_path / "exam.yaml"
+    cfg.write_text(
+        """
+protocol: exam
+seed: 3
+corpus: {path: docs, min_chunk_chars: 10, max_chunk_chars: 4000}
+models:
+  ex: scripted/exam-examiner
+  reader: scripted/exam-reader
+  chatty: scripted/exam-chatty
+  broken: {spec: scripted/exam-broken, max_retries: 0}
+roles: {examiner: ex}
+candidates:
+  - {name: dead, model: broken}
+exam:
+  num_questions: 12
+  questions_per_call: 3
+  labels: examiner
+  filters: {distractor_source_margin: null}
+  balance: {drop_length_cues: false}
+  grid: {llms: [reader, chatty], retrievers: [closed_book, bm25, oracle], icl_shots: [0, 2], k: 1}
+  irt: {prune_min_items: 4, prune_fraction: 0.2, icc_items: 3}
+"""
+    )
+    return cfg
+
+
+def _calls(run_dir: Path) -> tuple[int, int]:
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    total, cached = con.execute(
+        "SELECT COUNT(*), SUM(cached) FROM model_calls WHERE error IS NULL"
+    ).fetchone()
+    return total, cached or 0
+
+
+def test_exam_run_end_to_end(exam_config: Path, tmp_path: Path) -> None:
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    s = result.summary
+    ex = s["exam"]
+    # 12 generated; "according to the text" and the repeated-answer question are filtered and counted.
+    assert ex["generated"] == 12
+    assert ex["filtered"] == {"not_self_contained": 1, "options_repeat": 1}
+    assert ex["distractors_removed"]["options_repeat"] == 2
+    assert ex["kept"] == ex["questions"] == 10
+    # The exam file: required keys, loadable by pandas, balanced letters, answer consistent with choices.
+    path = result.run_dir / "exam.jsonl"
+    df = pd.read_json(path, lines=True)
+    assert len(df) == 10
+    for key in ("id", "question", "choices", "answer", "answer_index", "rationale", "source_chunk_ids"):
+        assert key in df.columns
+    assert {"bloom", "question_word", "generator", "prompt_version"} <= set(df.columns)
+    assert (df["generator"] == "scripted/exam-examiner").all()
+    letters = df["answer"].value_counts().to_dict()
+    assert max(letters.values()) - min(letters.values()) <= 1  # balanced: 3,3,2,2
+    for _, row in df.iterrows():
+        assert len(row["choices"]) == 4 and "ABCD"[row["answer_index"]] == row["answer"]
+        assert ANSWERS[re.sub(r"\s*<script>.*$", "", row["question"])] == row["choices"][row["answer_index"]]
+    assert s["baselines"]["best_fixed_letter"]["value"] == pytest.approx(0.3)
+    assert (df["bloom"] == "remember").all() and (df["question_word"] == "what").all()
+    # Grid: 2 LLMs x 3 retrievers x 2 ICL settings + the dead candidate x 2 ICL settings.
+    pipes = s["pipelines"]
+    assert len(pipes) == 14
+    oracle = pipes["reader/oracle/icl0"]
+    assert oracle["accuracy"]["value"] == 1.0 and oracle["methods"] == {"letter_logprobs": 10}
+    lo, hi = oracle["accuracy"]["lo"], oracle["accuracy"]["hi"]
+    assert 0.6 < lo < 1.0 and hi == 1.0
+    closed = pipes["reader/closed_book/icl0"]["accuracy"]
+    assert closed["value"] == pytest.approx(letters.get("A", 0) / 10)  # always picks A
+    # Chatty: parsed from prose; the 3 Moot questions name no option -> errors, not scored as wrong.
+    chatty = pipes["chatty/bm25/icl0"]
+    assert chatty["methods"] == {"generated_letter": 7}
+    assert chatty["errors"] == {"unparseable": 3} and chatty["accuracy"]["n"] == 7
+    assert chatty["accuracy"]["value"] == 1.0
+    dead = pipes["dead/icl0"]
+    assert dead["answered"] == 0 and dead["errors"] == {"http_500": 10}
+    # ICL examples come from the exam, never the question itself; 1-shot is nested in 2-shot.
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    rows = [json.loads(r[0]) for r in con.execute("SELECT data FROM items WHERE kind='exam_response'")]
+    two = [r for r in rows if r["pipeline"] == "reader/bm25/icl2"]
+    assert all(len(r["example_ids"]) == 2 and r["question_id"] not in r["example_ids"] for r in two)
+    # Breakdown by topic and IRT results.
+    irt = s["irt"]
+    assert irt["model"] == "1pl" and irt["n_subjects"] == 12  # the dead pipelines have no answers
+    assert {"llm", "retriever", "icl"} <= set(irt["hierarchical"]["components"])
+    comps = irt["hierarchical"]["components"]["retriever"]
+    assert comps["oracle"] > comps["closed_book"]
+    assert irt["adaptive"]["rows"] and 0 < irt["adaptive"]["mean_fraction"] <= 1
+    assert irt["prune"]["steps"][0]["n_after"] < irt["prune"]["steps"][0]["n_items"]
+    assert (result.run_dir / "exam_pruned.jsonl").exists()
+    # The report: exam section present, model text escaped.
+    html = (result.run_dir / "report.html").read_text()
+    assert "Exam statistics" in html and "Bias baselines" in html
+    assert HOSTILE not in html and "&lt;script&gt;" in html
+    assert IMG not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    # A re-run of the same config is served entirely from the cache, with identical results.
+    again = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    total, cached = _calls(again.run_dir)
+    assert total == cached
+    a = json.loads((result.run_dir / "results.json").read_text())
+    b = json.loads((again.run_dir / "results.json").read_text())
+    a.pop("usage"), b.pop("usage")
+    assert a == b
+    assert (again.run_dir / "exam.jsonl").read_text() == path.read_text()
+
+
+FLAKY = {"fail": True}
+
+
+def flaky_examiner(messages, params):
+    if FLAKY["fail"] and "canal" in messages[-1]["content"]:
+        raise RetryableError("HTTP 503", cause="http_503", status=503)
+    return examiner(messages, params)
+
+
+register_script("exam-flaky", flaky_examiner)
+
+
+def test_exam_resume_repeats_only_failed_work(exam_config: Path, tmp_path: Path) -> None:
+    text = exam_config.read_text().replace(
+        "ex: scripted/exam-examiner", "ex: {spec: scripted/exam-flaky, max_retries: 0}"
+    )
+    exam_config.write_text(text)
+    FLAKY["fail"] = True
+    first = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    assert first.summary["exam"]["calls_failed"] == {"http_503": 3}
+    assert first.summary["exam"]["kept"] == 8  # the canal questions are missing, and counted
+    FLAKY["fail"] = False
+    resumed = run_config(exam_config, out=tmp_path / "runs", resume=True, show_progress=False)
+    assert resumed.run_dir == first.run_dir
+    assert resumed.summary["exam"]["kept"] == 10 and resumed.summary["exam"]["calls_failed"] == {}
+    html = (resumed.run_dir / "report.html").read_text()
+    assert "<h3>Questions (10)</h3>" in html  # the first run's 8-question exam is superseded, not shown
+    con = sqlite3.connect(first.run_dir / "run.sqlite")
+    fresh = con.execute(
+        "SELECT role, COUNT(*) FROM model_calls WHERE cached=0 AND error IS NULL GROUP BY role"
+    ).fetchall()
+    calls = dict(fresh)
+    # Examiner: 3 first-run successes + 1 retried call + label batches; the canal call is the only repeat.
+    examiner_calls = con.execute(
+        "SELECT COUNT(*) FROM model_calls WHERE role='examiner' AND cached=0 AND error IS NULL"
+        " AND item_key LIKE 'exgen_%'"
+    ).fetchone()[0]
+    assert examiner_calls == 4
+    assert calls["candidate"] > 0
+
+
+def test_exam_from_file_needs_no_examiner(exam_config: Path, tmp_path: Path) -> None:
+    first = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    cfg = tmp_path / "from_file.yaml"
+    cfg.write_text(
+        f"""
+protocol: exam
+corpus: {{path: docs, min_chunk_chars: 10, max_chunk_chars: 4000}}
+models:
+  reader: scripted/exam-reader
+exam:
+  exam_file: {first.run_dir / "exam.jsonl"}
+  grid: {{llms: [reader], retrievers: [closed_book, oracle], k: 1}}
+  irt: {{enabled: false}}
+"""
+    )
+    result = run_config(cfg, out=tmp_path / "runs2", show_progress=False)
+    assert result.summary["exam"]["questions"] == 10
+    assert result.summary["pipelines"]["reader/oracle/icl0"]["accuracy"]["value"] == 1.0
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    assert con.execute("SELECT COUNT(*) FROM model_calls WHERE role='examiner'").fetchone()[0] == 0
+    assert (result.run_dir / "exam.jsonl").read_text() == (first.run_dir / "exam.jsonl").read_text()
+
+
+def test_exam_config_errors(exam_config: Path, tmp_path: Path) -> None:
+    from proctor.errors import UserError
+
+    bad = exam_config.read_text().replace("llms: [reader, chatty]", "llms: [reader, nobody]")
+    (tmp_path / "bad1.yaml").write_text(bad)
+    with pytest.raises(UserError, match=r"exam.grid.llms\[1\] refers to 'nobody'"):
+        run_config(tmp_path / "bad1.yaml", out=tmp_path / "runs", show_progress=False)
+    bad = exam_config.read_text().replace("labels: examiner", "labels: examiner\n  selection: option_loglik")
+    (tmp_path / "bad2.yaml").write_text(bad)
+    with pytest.raises(UserError, match="prompt logprobs"):
+        run_config(tmp_path / "bad2.yaml", out=tmp_path / "runs", show_progress=False)

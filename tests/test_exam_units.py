@@ -1,0 +1,408 @@
+"""Unit tests of the exam protocol's parts: answer selection (scripted and over HTTP), filters, option
+balancing, labels, the exam file and the bias baselines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from proctor.candidates.multiple_choice import (
+    check_method,
+    letter_of_token,
+    letter_probs,
+    parse_letter,
+    select_option,
+)
+from proctor.errors import StructuredOutputError, UserError
+from proctor.models import get_model
+from proctor.models.scripted import register_script
+from proctor.models.types import RawReply, TokenLogprob, Usage
+from proctor.protocols.exam.assemble import (
+    assemble_exam,
+    balanced_sequence,
+    choose_distractors,
+    drop_length_cues,
+    length_credit,
+)
+from proctor.protocols.exam.config import Config, FilterConfig
+from proctor.protocols.exam.exam_file import read_exam, write_exam
+from proctor.protocols.exam.filters import (
+    Draft,
+    Embeddings,
+    compile_patterns,
+    filter_draft,
+    jaccard,
+    near_duplicates,
+    ngrams,
+    option_ngram_size,
+    words,
+)
+from proctor.protocols.exam.labels import merge_labels, rule_bloom, rule_question_word
+from proctor.protocols.exam.stats import bias_baselines, max_baseline_gap
+from proctor.testing.mock_server import MockServer
+
+CHOICES = ["1742", "1790", "the year 1815", "1901"]
+
+# --- answer selection ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("B", "B"),
+        (" (C) ", "C"),
+        ("**D**", "D"),
+        ("Answer: A", "A"),
+        ("The correct answer is (B).", "B"),
+        ("the answer is c", None),  # lower-case letters are not options
+        ("C. 1815", "C"),
+        ("I would pick option D because of the harbour records.", "D"),
+        ("1790", "B"),  # the exact text of one option
+        ("The year 1815", "C"),
+        ("A lantern is lit.", None),  # sentence-initial article, not option A
+        ("B or C, hard to say", None),
+        ("", None),
+        ("I do not know.", None),
+    ],
+)
+def test_parse_letter(reply: str, expected: str | None) -> None:
+    assert parse_letter(reply, CHOICES) == expected
+
+
+def test_letter_tokens_and_probs() -> None:
+    assert [letter_of_token(t, 4) for t in ("A", " B", "C.", "(D", "E", "a", "AB")] == [
+        "A",
+        "B",
+        "C",
+        "D",
+        None,
+        None,
+        None,
+    ]
+    top = {"B": math.log(0.5), " B": math.log(0.1), "C": math.log(0.2), "The": math.log(0.15)}
+    probs, mass = letter_probs([TokenLogprob("B", math.log(0.5), top)], 4)
+    assert mass == pytest.approx(0.8)
+    assert probs["B"] == pytest.approx(0.75) and probs["C"] == pytest.approx(0.25) and probs["A"] == 0.0
+    assert letter_probs([TokenLogprob("The", -0.1, {"The": -0.1, "It": -3.0})], 4) is None
+    assert letter_probs(None, 4) is None
+
+
+def _lp_reply(messages, params):
+    if params.max_tokens == 1 and params.top_logprobs:
+        top = {"C": math.log(0.6), "A": math.log(0.3), "Sure": math.log(0.1)}
+        return RawReply("C", Usage(5, 1), logprobs=[TokenLogprob("C", top["C"], top)])
+    return "should not be asked"
+
+
+def _prose_reply(messages, params):
+    return "After reading the passages, the answer is (B)."
+
+
+register_script("mc-logprobs", _lp_reply)
+register_script("mc-prose", _prose_reply)
+
+
+async def test_select_option_methods() -> None:
+    lp = get_model("scripted/mc-logprobs", cache=False)
+    sel = await select_option(lp, [{"role": "user", "content": "q"}], CHOICES, method="auto")
+    assert (sel.letter, sel.index, sel.method) == ("C", 2, "letter_logprobs")
+    assert sel.probs["C"] == pytest.approx(2 / 3) and sel.letter_mass == pytest.approx(0.9)
+    prose = get_model("scripted/mc-prose", cache=False)
+    sel = await select_option(prose, [{"role": "user", "content": "q"}], CHOICES, method="auto")
+    assert (sel.letter, sel.method) == ("B", "generated_letter")
+    assert sel.fallback == "no logprobs returned"
+    with pytest.raises(StructuredOutputError):
+        await select_option(prose, [{"role": "user", "content": "q"}], CHOICES, method="letter_logprobs")
+    with pytest.raises(UserError, match="prompt logprobs"):
+        check_method("option_loglik", "exam.selection")
+    with pytest.raises(UserError, match="unknown"):
+        check_method("telepathy", "exam.selection")
+
+
+async def test_select_option_over_http() -> None:
+    """Letter logprobs through the OpenAI-compatible provider (the path the embedded server takes)."""
+    replies = {"q1": "D", "q2": "I think (A) is right"}
+
+    def reply(body):
+        last = body["messages"][-1]["content"]
+        return replies[last]
+
+    with MockServer(reply=reply) as server:
+        model = get_model("openai/mock", base_url=server.base_url, cache=False)
+        try:
+            sel = await select_option(model, [{"role": "user", "content": "q1"}], CHOICES, top_logprobs=5)
+            assert (sel.letter, sel.method, sel.probs["D"]) == ("D", "letter_logprobs", 1.0)
+            body = server.requests[-1].body
+            assert body["logprobs"] is True and body["top_logprobs"] == 5 and body["max_tokens"] == 1
+            sel = await select_option(model, [{"role": "user", "content": "q2"}], CHOICES)
+            assert (sel.letter, sel.method) == ("A", "generated_letter")
+            assert sel.fallback == "no option letter among the top logprobs"
+        finally:
+            await model.aclose()
+
+
+# --- filters ------------------------------------------------------------------------------------
+
+
+class FakeEmbedder:
+    """Texts mapping to chosen directions; anything else gets its own orthogonal-ish vector."""
+
+    def __init__(self, same: list[set[str]]) -> None:
+        self.same = same
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for t in texts:
+            group = next((i for i, g in enumerate(self.same) if t in g), None)
+            seed = 1000 + group if group is not None else int(hashlib.sha256(t.encode()).hexdigest()[:12], 16)
+            v = np.random.default_rng(seed).normal(size=1024)
+            out.append(v / np.linalg.norm(v))
+        return np.array(out, dtype=np.float32)
+
+
+def _draft(q: str, correct: str, distractors: list[str]) -> Draft:
+    return Draft("k", q, correct, distractors, "r", "c1", "d1", "doc.md")
+
+
+def test_ngram_helpers() -> None:
+    assert option_ngram_size(["a b", "c d e f", "g h i"]) == 3
+    assert ngrams(words("The Tarn canal"), 5) == {("the", "tarn", "canal")}
+    assert jaccard(ngrams(words("a b c"), 2), ngrams(words("a b d"), 2)) == pytest.approx(1 / 3)
+
+
+def test_filter_draft_reasons() -> None:
+    cfg = FilterConfig(distractor_source_margin=None)
+    pats = compile_patterns(cfg.not_self_contained)
+    d = filter_draft(
+        _draft("According to the passage, when did it open?", "1742", ["1", "2", "3"]), cfg, pats, None, None
+    )
+    assert d.reason == "not_self_contained"
+    d = filter_draft(
+        _draft("Was the canal opened in 1742 or later?", "1742", ["1790", "1815", "1901"]),
+        cfg,
+        pats,
+        None,
+        None,
+    )
+    assert d.reason == "answer_in_question"
+    d = filter_draft(
+        _draft(
+            "When did the Tarn canal open?",
+            "in 1742",
+            ["In 1742!", "in 1790", "in 1815", "in 1901", "in 1790"],
+        ),
+        cfg,
+        pats,
+        None,
+        None,
+    )
+    assert d.reason is None and d.distractors == ["in 1790", "in 1815", "in 1901"]
+    assert d.removed == Counter({"options_repeat": 2})
+    # Embedding: a paraphrase of the answer goes; too few distractors left -> the question goes.
+    emb = Embeddings(FakeEmbedder([{"Ostrid Kael", "the founder Kael"}]))
+    d = filter_draft(
+        _draft("Who founded Velmora?", "Ostrid Kael", ["the founder Kael", "Mara Dune", "Ilse Varn"]),
+        cfg,
+        pats,
+        emb,
+        None,
+    )
+    assert d.reason == "options_repeat" and d.removed["options_repeat"] == 1
+    # A distractor much closer to the source than the correct answer goes.
+    source = "Velmora was founded in 1742 by Ostrid Kael near Kettle Point."
+    emb = Embeddings(FakeEmbedder([{source, "Kettle Point"}]))
+    cfg2 = FilterConfig(distractor_source_margin=0.1)
+    d = filter_draft(
+        _draft(
+            "Who founded Velmora?", "Ostrid Kael", ["Kettle Point", "Mara Dune", "Ilse Varn", "Oren Tall"]
+        ),
+        cfg2,
+        pats,
+        emb,
+        source,
+    )
+    assert d.reason is None and "Kettle Point" not in d.distractors
+    assert d.removed["distractor_closer_to_source"] == 1
+
+
+def test_near_duplicates() -> None:
+    qs = [
+        "When did the Tarn canal open?",
+        "when did the tarn canal open",
+        "Who founded Velmora?",
+        "Who set up Velmora?",
+    ]
+    assert near_duplicates(qs, None, 0.9) == [False, True, False, False]
+    emb = Embeddings(FakeEmbedder([{"Who founded Velmora?", "Who set up Velmora?"}]))
+    assert near_duplicates(qs, emb, 0.9) == [False, True, False, True]
+
+
+# --- balancing and shuffling --------------------------------------------------------------------
+
+
+def test_balanced_sequence() -> None:
+    rng = np.random.default_rng(0)
+    seq = balanced_sequence(103, 4, rng)
+    counts = Counter(seq)
+    assert len(seq) == 103 and max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_choose_distractors_balances_length_ranks() -> None:
+    rng = np.random.default_rng(1)
+    drafts = [
+        _draft(
+            f"q{i}?",
+            "medium answer",
+            ["a", "bb", "a much longer distractor", "another long one", "ccc", "a third long distractor"],
+        )
+        for i in range(8)
+    ]
+    plain = choose_distractors(drafts, rng, balance=False)
+    assert plain[0] == ["a", "bb", "a much longer distractor"]
+    chosen = choose_distractors(drafts, rng)
+    longest = sum(length_credit(["medium answer", *c], 0, "longest") for c in chosen)
+    shortest = sum(length_credit(["medium answer", *c], 0, "shortest") for c in chosen)
+    assert longest == 2 and shortest == 2  # a quarter each of 8
+
+
+def test_drop_length_cues() -> None:
+    items = [{"choices": ["a long correct answer", "x", "y", "z"], "answer_index": 0} for _ in range(6)]
+    items += [{"choices": ["aa", "bb", "cc", "dd"], "answer_index": 0} for _ in range(6)]
+    kept, dropped = drop_length_cues(items, 0.03)
+    share = sum(length_credit(q["choices"], 0, "longest") for q in kept) / len(kept)
+    assert dropped > 0 and share <= 0.28
+
+
+def _biased_drafts(n: int, rng: np.random.Generator) -> list[Draft]:
+    """An examiner told to keep options about equally long: distractors scatter around the correct
+    answer's length, so the correct option is rarely the longest or the shortest (itself a cue)."""
+    out = []
+    for i in range(n):
+        lc = int(rng.integers(15, 40))
+        correct = "c" * lc
+        distractors = [f"{j}" * int(lc * rng.uniform(0.6, 1.5)) for j in range(5)]
+        out.append(Draft(f"k{i}", f"Question number {i}?", correct, distractors, "", f"c{i}", "d", "s"))
+    return out
+
+
+def test_assembled_exam_has_chance_level_baselines() -> None:
+    rng = np.random.default_rng(7)
+    cfg = Config(filters=FilterConfig(distractor_source_margin=None))
+    drafts = _biased_drafts(160, rng)
+    raw = [{"choices": [d.correct, *d.distractors[:3]], "answer_index": 0} for d in drafts]
+    exam, stats = assemble_exam(drafts, cfg, None, {}, rng, generator="g", prompt_version="v")
+    b = bias_baselines(exam)
+    naive_longest = sum(length_credit(q["choices"], 0, "longest") for q in raw) / len(raw)
+    assert naive_longest < 0.15  # the cue is real before balancing
+    assert len(exam) >= 100 and stats["kept"] == len(exam)
+    assert max_baseline_gap(b) <= 0.05
+    assert max(b["letter_counts"].values()) - min(b["letter_counts"].values()) <= 1
+    for q in exam:
+        assert set(q["choices"][q["answer_index"]]) == {"c"}
+        assert q["answer"] == "ABCD"[q["answer_index"]]
+    # Same drafts and seed, same exam.
+    rng2 = np.random.default_rng(7)
+    exam2, _ = assemble_exam(
+        _biased_drafts(160, rng2), cfg, None, {}, rng2, generator="g", prompt_version="v"
+    )
+    assert [(q["id"], q["answer"]) for q in exam2] == [(q["id"], q["answer"]) for q in exam]
+
+
+def test_bias_baselines_split_ties() -> None:
+    exam = [
+        {"question": "q", "choices": ["aa", "bb", "cc", "dd"], "answer_index": 0, "answer": "A"},
+        {"question": "q", "choices": ["long one", "b", "c", "d"], "answer_index": 0, "answer": "A"},
+    ]
+    b = bias_baselines(exam)
+    assert b["always_longest"]["value"] == pytest.approx((0.25 + 1.0) / 2)
+    assert b["always_shortest"]["value"] == pytest.approx((0.25 + 0.0) / 2)
+    assert b["best_fixed_letter"]["letter"] == "A" and b["best_fixed_letter"]["value"] == 1.0
+
+
+# --- labels -------------------------------------------------------------------------------------
+
+
+def test_rule_labels() -> None:
+    assert rule_question_word("In which year did the canal open?") == "which"
+    assert rule_question_word("Whose lantern was first?") == "who"
+    assert rule_question_word("Name the founder of Velmora.") == "other"
+    assert rule_bloom("When did the Tarn canal open?") == "remember"
+    assert rule_bloom("Why did the Dry Years end?") == "analyze"
+    assert rule_bloom("Which plan would best protect the harbour from storms?") == "evaluate"
+    assert rule_bloom("Design a schedule for the ferry crossing.") == "create"
+
+
+def test_merge_labels_validates_examiner() -> None:
+    lab = merge_labels("When did the canal open?", {"bloom": "Analyse", "question_word": "why"})
+    assert lab["bloom"] == "analyze" and lab["bloom_source"] == "examiner"
+    assert lab["question_word"] == "when" and lab["question_word_source"] == "rules"  # "why" is not in it
+    lab = merge_labels("When did the canal open?", {"bloom": "memorise", "question_word": "when"})
+    assert lab["bloom_source"] == "rules" and lab["question_word_source"] == "examiner"
+    assert merge_labels("Name the founder.", None)["question_word"] == "other"
+
+
+# --- the exam file ------------------------------------------------------------------------------
+
+
+def _q(i: int, **extra) -> dict:
+    return {
+        "id": f"q{i}",
+        "question": f"Question {i}? <b>bold</b>",
+        "choices": ["w", "x", "y", "z"],
+        "answer": "C",
+        "answer_index": 2,
+        "rationale": "because",
+        "source_chunk_ids": ["c1"],
+        "bloom": "remember",
+        "question_word": "other",
+        "generator": "local/x",
+        "prompt_version": "abc",
+        "topic": "doc.md",
+        **extra,
+    }
+
+
+def test_exam_file_roundtrip_and_loaders(tmp_path: Path) -> None:
+    import pyarrow.json as pj
+
+    path = write_exam(tmp_path / "exam.jsonl", [_q(1), _q(2)])
+    assert [q["id"] for q in read_exam(path)] == ["q1", "q2"]
+    table = pj.read_json(path)  # what `datasets.load_dataset("json", ...)` uses underneath
+    assert table.num_rows == 2 and table.column("choices").to_pylist()[0] == ["w", "x", "y", "z"]
+    first = json.loads(path.read_text().splitlines()[0])
+    assert list(first)[:11] == [
+        "id",
+        "question",
+        "choices",
+        "answer",
+        "answer_index",
+        "rationale",
+        "source_chunk_ids",
+        "bloom",
+        "question_word",
+        "generator",
+        "prompt_version",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ("not json", "not valid JSON"),
+        (json.dumps({"id": "x"}), "missing field"),
+        (json.dumps(_q(1, answer="A")), "answer_index 2 is 'C'"),
+        (json.dumps(_q(1, choices=["only one"], answer_index=0, answer="A")), "choices"),
+    ],
+)
+def test_exam_file_errors_name_the_line(tmp_path: Path, line: str, needle: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(_q(0)) + "\n" + line + "\n")
+    with pytest.raises(UserError, match=needle) as e:
+        read_exam(path)
+    assert "line 2" in str(e.value)

