@@ -329,3 +329,16 @@ def test_exam_config_errors(exam_config: Path, tmp_path: Path) -> None:
     (tmp_path / "bad2.yaml").write_text(bad)
     with pytest.raises(UserError, match="prompt logprobs"):
         run_config(tmp_path / "bad2.yaml", out=tmp_path / "runs", show_progress=False)
+
+
+def test_exam_only_without_pipelines(exam_config: Path, tmp_path: Path) -> None:
+    text = exam_config.read_text()
+    text = text.replace("llms: [reader, chatty]", "llms: []").replace(
+        "candidates:\n  - {name: dead, model: broken}\n", ""
+    )
+    exam_config.write_text(text)
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    assert result.summary["exam"]["kept"] == 10 and result.summary["pipelines"] == {}
+    assert any("only the exam was written" in w for w in result.summary["warnings"])
+    assert len((result.run_dir / "exam.jsonl").read_text().splitlines()) == 10
+    assert "Bias baselines" in (result.run_dir / "report.html").read_text()

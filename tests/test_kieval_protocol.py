@@ -70,8 +70,8 @@ def candidate(messages: list[dict[str, str]], params: Any) -> str:
 
 def interactor(messages: list[dict[str, str]], params: Any) -> str:
     CALLS["interactor"] += 1
-    text = messages[-1]["content"]
-    n = text.count("[YOU]")
+    n = sum(1 for m in messages if m["role"] == "assistant")  # its own earlier questions
+    assert n == 0 or "The interviewee replied" in messages[-1]["content"]
     return f"Probing question {n + 1}: why does that hold?"
 
 

@@ -54,10 +54,13 @@ def role_of(messages: list[dict[str, str]]) -> str:
     return "candidate"
 
 
-def reply_for(messages: list[dict[str, str]]) -> str:
-    """Deterministic replies for every role (the same in the test process and the mock server)."""
+def reply_for(messages: list[dict[str, str]], max_tokens: int) -> str:
+    """Deterministic replies for every role (the same in the test process and the mock server).
+
+    Candidates a and b differ only in max_tokens, which therefore shapes the reply: otherwise their
+    interviews would be identical and share calls (single flight), which blurs the call counts."""
     role = role_of(messages)
-    text = "\n".join(m["content"] for m in messages)
+    text = "\n".join(m["content"] for m in messages) + f"|{max_tokens}"
     h = _digest(text)
     if role == "interactor":
         return f"Follow-up {h % 1000}: what would change if the conditions were different?"
@@ -102,7 +105,7 @@ def scripted(messages: list[dict[str, str]], params: Any) -> str:
         CALLS["crashed"] = 1
         raise InjectedCrash("crash injected mid-conversation")
     CALLS[role] += 1
-    return reply_for(messages)
+    return reply_for(messages, params.max_tokens)
 
 
 register_script("kv-resume", scripted)
@@ -194,7 +197,7 @@ def test_crash_then_resume_repeats_no_stored_call(tmp_path: Path, monkeypatch: p
 
 
 def mock_reply(body: dict[str, Any]) -> str:
-    return reply_for(body["messages"])
+    return reply_for(body["messages"], body["max_tokens"])
 
 
 def proctor(*args: str, env: dict[str, str], wait: bool = True) -> Any:

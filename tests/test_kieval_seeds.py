@@ -1,5 +1,6 @@
 """Seed-question loading for KIEval: the common benchmark layouts out of the box, configured field
-names, skipped records counted, and user errors that name the file and the fields."""
+names, skipped records counted, and user errors that name the file and the fields; interactor output
+clean-up."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from proctor.errors import UserError
 from proctor.protocols.kieval.config import QuestionsConfig
-from proctor.protocols.kieval.run import extract_choice
+from proctor.protocols.kieval.run import clean_question
 from proctor.protocols.kieval.seeds import load_seed_questions
 
 
@@ -169,22 +170,7 @@ def test_user_errors_name_file_and_fields(tmp_path: Path) -> None:
         load(xlsx)
 
 
-@pytest.mark.parametrize(
-    ("text", "n", "letter"),
-    [
-        ("B. Carbon dioxide", 4, "B"),
-        ("(C) because", 4, "C"),
-        ("**D** is right", 4, "D"),
-        ("The answer is A.", 4, "A"),
-        ("I choose option c", 4, "C"),
-        ("A plant needs light, so the answer is B", 4, "B"),  # the article "A" is not an option
-        ("A) Oxygen", 4, "A"),
-        ("E. none", 4, None),  # out of range
-        ("I do not know", 4, None),
-        ("The answer is a bit unclear", 4, None),
-        ("Answer: (C)", 4, "C"),
-        ("B", 2, "B"),
-    ],
-)
-def test_extract_choice(text: str, n: int, letter: str | None) -> None:
-    assert extract_choice(text, n) == letter
+def test_clean_question_strips_labels_and_invented_replies() -> None:
+    assert clean_question("[YOU] Why does ice float?\n[INTERVIEWEE] Because...") == "Why does ice float?"
+    assert clean_question("Question: How does heat move in metal?") == "How does heat move in metal?"
+    assert clean_question("  What changes at altitude?  ") == "What changes at altitude?"

@@ -84,7 +84,7 @@ class IRTConfig(Strict):
     guessing: Literal["fixed", "estimate"] = "fixed"
     hierarchical: bool = True
     prune: bool = True
-    prune_model: Literal["2pl", "3pl"] = "2pl"
+    prune_model: Literal["2pl", "3pl"] = "3pl"  # 3pl with `guessing: fixed` = 2PL slopes + chance floor
     prune_fraction: float = Field(0.1, gt=0, lt=1)
     prune_steps: int = Field(2, ge=1, le=20)
     prune_min_items: int = Field(10, ge=2, description="pruning never shrinks the exam below this")

@@ -45,7 +45,8 @@ class Pipeline:
 
 
 def build_pipelines(ctx: RunContext, cfg: Config) -> list[Pipeline]:
-    """Grid cells (llms x retrievers x icl_shots), then the run's `candidates` x icl_shots."""
+    """Grid cells (llms x retrievers x icl_shots), then the run's `candidates` x icl_shots. An empty
+    list is allowed: the run then only writes the exam (to grade later with `exam_file`)."""
     grid = cfg.grid
     for i, name in enumerate(grid.llms):
         if name not in ctx.config.models:
@@ -72,11 +73,6 @@ def build_pipelines(ctx: RunContext, cfg: Config) -> list[Pipeline]:
         label = retriever if retriever == "closed_book" or k == grid.k else f"{retriever}@k{k}"
         out.append(
             Pipeline(name, model, retriever, k, icl, {"llm": model, "retriever": label, "icl": f"icl@{icl}"})
-        )
-    if not out:
-        raise UserError(
-            "exam.grid: no pipeline to grade. List models under `exam.grid.llms` (keys of `models`) or add "
-            "`candidates:` to the config."
         )
     needs_embedder = any(p.retriever in ("dense", "hybrid") for p in out)
     if needs_embedder and not ctx.config.embedder:

@@ -155,7 +155,11 @@ async def run(ctx: RunContext) -> dict[str, Any]:
     warnings: list[str] = []
     if not exam:
         warnings.append("no question survived generation and filtering; see exam statistics in the report")
-    plan = await grade(ctx, cfg, pipelines, exam) if exam else []
+    if not pipelines:
+        warnings.append(
+            "no pipeline to grade (exam.grid.llms and candidates are empty): only the exam was written"
+        )
+    plan = await grade(ctx, cfg, pipelines, exam) if exam and pipelines else []
     order = {key: i for i, (key, _, _) in enumerate(plan)}
     _supersede(ctx, "exam_response", set(order))
     responses = sorted(
@@ -164,7 +168,7 @@ async def run(ctx: RunContext) -> dict[str, Any]:
     per, breakdowns = _metrics(ctx, pipelines, exam, responses)
     ctx.store.put_artifact("exam_breakdowns", breakdowns)
     irt: dict[str, Any] = {}
-    if cfg.irt.enabled and exam:
+    if cfg.irt.enabled and exam and pipelines:
         from proctor.protocols.exam.irt_step import analyse, response_matrix
 
         n_options = max(len(q["choices"]) for q in exam)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proctor.candidates import Candidate
+from proctor.candidates.multiple_choice import letter_probs, parse_letter
 from proctor.config import CandidateConfig
 from proctor.errors import ModelCallError, StructuredOutputError, UserError
 from proctor.judging.stats import mean_ci, wilson_interval
@@ -52,6 +53,7 @@ PROMPTS = (
     "kieval/candidate",
     "kieval/candidate_followup",
     "kieval/interactor",
+    "kieval/interactor_next",
     "kieval/evaluator",
     "kieval/mc_check",
 )
@@ -78,34 +80,6 @@ def evaluation_schema(comment_max_chars: int) -> dict[str, Any]:
         },
         "required": [*ASPECTS, "overall_comment", "overall_score", "stop_conversation", "stop_reason"],
     }
-
-
-_LEAD = re.compile(r"^\W{0,4}(?:\*\*)?\(?([A-J])\)?(?:\*\*)?(?=$|[.):,\n]|\s+[-–—:]|\s*\*\*)")
-_PHRASE = re.compile(
-    # "the answer is B", "Answer: (C)", "answer is option D" -- an upper-case letter only ("answer is a ...")
-    r"\b(?i:answer)(?:\s+(?:is|would be))?\s*:?\s*(?:(?i:option)\s+)?\(?\*{0,2}([A-J])\b"
-    # "option c", "choice (B)"
-    r"|\b(?i:option|choice)\s+\(?\*{0,2}([A-Ja-j])\b"
-)
-
-
-def extract_choice(text: str, n_choices: int) -> str | None:
-    """The option letter a reply commits to ("B.", "(C)", "The answer is D", "**A**"), else None.
-
-    A bare leading "A" followed by a space is read as the article, not an option, unless punctuated.
-    """
-    valid = LETTERS[:n_choices]
-    s = text.strip()
-    m = _LEAD.match(s)
-    if m and m.group(1) in valid:
-        return m.group(1)
-    for m in _PHRASE.finditer(s):
-        letter = (m.group(1) or m.group(2)).upper()
-        if letter in valid:
-            return letter
-    if len(s) == 1 and s.upper() in valid:
-        return s.upper()
-    return None
 
 
 def _settings(ctx: RunContext) -> Config:
@@ -203,19 +177,9 @@ def _sample(ctx: RunContext, questions: list[SeedQuestion], n: int | None) -> li
 
 
 def _letter_probability(completion: Completion, n_choices: int, letter: str) -> float | None:
-    """P(letter) among the option letters at the first non-blank generated token, from top logprobs."""
-    for tok in completion.logprobs or []:
-        if not tok.token.strip():
-            continue
-        top = dict(tok.top) or {tok.token: tok.logprob}
-        mass: dict[str, float] = {}
-        for t, lp in top.items():
-            key = t.strip().strip("().:*").upper()
-            if key in LETTERS[:n_choices]:
-                mass[key] = mass.get(key, 0.0) + math.exp(lp)
-        total = sum(mass.values())
-        return mass.get(letter, 0.0) / total if total > 0 else None
-    return None
+    """P(letter) among the option letters at the first generated token (top logprobs), if returned."""
+    found = letter_probs(completion.logprobs, n_choices)
+    return None if found is None else found[0].get(letter, 0.0)
 
 
 def _distinct_orders(ctx: RunContext, n: int, k: int) -> list[list[int]]:
@@ -269,7 +233,7 @@ async def _confident_set(
                 top_logprobs=0 if cs.method == "shuffles" else 10,
             )
             right = LETTERS[perm.index(q.answer_index)]
-            letter = extract_choice(c.text, len(shuffled))
+            letter = parse_letter(c.text, shuffled)
             p = None if cs.method == "shuffles" else _letter_probability(c, len(shuffled), right)
             ctx.store.put_item(
                 key,
@@ -390,7 +354,7 @@ async def _mc_answers(
         async def fn() -> None:
             texts, ids = _context_texts(cand, q.question)
             reply = await cand.candidate.reply(_mc_messages(q, texts))
-            letter = extract_choice(reply["content"], len(q.choices))
+            letter = parse_letter(reply["content"], q.choices)
             ctx.store.put_item(
                 key,
                 MC_KIND,
@@ -450,7 +414,7 @@ def _conv_key(ctx: RunContext, cfg: Config, cand: _Cand, q: SeedQuestion, evalua
         ctx.models[ctx.role_model_name("interactor")].provider.identity(),
         [ctx.models[e].provider.identity() for e in evaluators],
         cfg.voting,
-        [prompt_version(p) for p in PROMPTS[:4]],
+        [prompt_version(p) for p in PROMPTS[:5]],
         cfg.interactor_max_tokens,
         cfg.evaluator_max_tokens,
         cfg.comment_max_chars,
@@ -557,16 +521,14 @@ async def _converse(ctx: RunContext, cfg: Config, conv: _Conv, evaluators: list[
         try:
             if data.get("interactor_question") is None:
                 with call_scope(role="interactor", item_key=rk):
-                    messages = render_messages(
-                        "kieval/interactor", candidate_answer=mc_answer, transcript=transcript, **common
-                    )
+                    messages = _interactor_messages(mc_answer, transcript, common)
                     c = await interactor.generate(
                         messages,
                         temperature=cfg.temperature,
                         max_tokens=cfg.interactor_max_tokens,
                         seed=ctx.config.seed,
                     )
-                data["interactor_question"] = c.text.strip()
+                data["interactor_question"] = clean_question(c.text)
                 store.put_item(rk, ROUND_KIND, data, status="pending")
             if data.get("candidate_reply") is None:
                 # The follow-up alone ("why?") often retrieves nothing: query with the topic as well.
@@ -593,6 +555,33 @@ async def _converse(ctx: RunContext, cfg: Config, conv: _Conv, evaluators: list[
             end = data["stop_reason"]
             break
     _put_conversation(ctx, conv, base, transcript, end, error)
+
+
+def _interactor_messages(
+    mc_answer: str, transcript: list[dict[str, Any]], common: dict[str, Any]
+) -> list[Message]:
+    """The interactor's view as a chat: its own questions are its turns, the candidate's replies the
+    user's (small models continue a pasted transcript instead of asking)."""
+    messages = render_messages("kieval/interactor", candidate_answer=mc_answer, **common)
+    for t in transcript:
+        messages += [
+            {"role": "assistant", "content": t["interactor_question"]},
+            *render_messages("kieval/interactor_next", reply=t["candidate_reply"]),
+        ]
+    return messages
+
+
+_LABEL = re.compile(
+    r"^\s*(?:\[(?:YOU|INTERVIEWER)\]|(?:interviewer|question|follow-up question)\s*:)\s*", re.I
+)
+
+
+def clean_question(text: str) -> str:
+    """The interactor's question without a leading role label, cut before any invented reply."""
+    q = _LABEL.sub("", text.strip())
+    for marker in ("[INTERVIEWEE]", "[CANDIDATE]", "\nInterviewee:", "\nCandidate:"):
+        q = q.split(marker, 1)[0]
+    return q.strip()
 
 
 def _turn(cand: _Cand, data: dict[str, Any]) -> list[Message]:
