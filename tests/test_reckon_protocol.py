@@ -140,13 +140,13 @@ def judge(messages, params) -> str:
     at 100 °C: without a reference, or without the instruction that the reference wins, it judges by that."""
     text = _user(messages)
     system = _system(messages)
-    if "Knowledge units:" in text:  # stage 1, cluster mode
+    if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):  # stage 1, cluster mode
         answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
         units = re.findall(r"^(U\d+)\. (.+?): ", text, re.MULTILINE)
         return json.dumps({label: _extract(answer, kw) for label, kw in units})
-    if "Knowledge unit:" in text:  # stage 1, unit mode
+    if "<answer>" in text:  # stage 1, unit mode
         answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
-        kw = re.search(r"Knowledge unit: (.+?): ", text).group(1)
+        kw = re.search(r"what the reference says\): (.+?): ", text).group(1)
         return json.dumps({"related": _extract(answer, kw)})
     if "<excerpt>" in text:  # stage 2
         fact = re.search(r"Fact: (.+)", text).group(1)
