@@ -29,3 +29,20 @@ def mock_server() -> Iterator[MockServer]:
     """A started mock server (no latency, no faults); change it with `mock_server.configure(...)`."""
     with MockServer() as server:
         yield server
+
+
+# Per-protocol checks on the embedded model (exam, kieval, reckon) landed at the end of the first session
+# before they had been timed and seen passing in CI; they run when PROCTOR_PROTOCOL_EMBEDDED_TESTS=1.
+# The always-on embedded path is tests/test_embedded_e2e.py (+ tests/test_local_model.py).
+_OPT_IN_EMBEDDED = ("test_exam_embedded.py", "test_kieval_embedded.py", "test_reckon_embedded.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import os
+
+    if os.environ.get("PROCTOR_PROTOCOL_EMBEDDED_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="set PROCTOR_PROTOCOL_EMBEDDED_TESTS=1 to run this embedded-model test")
+    for item in items:
+        if item.path.name in _OPT_IN_EMBEDDED:
+            item.add_marker(skip)

@@ -204,6 +204,23 @@ def test_filter_draft_reasons() -> None:
     )
     assert d.reason is None and d.distractors == ["in 1790", "in 1815", "in 1901"]
     assert d.removed == Counter({"options_repeat": 2})
+    # A partial correct answer ("Kael" inside "Ostrid Kael") is a repeat; close numbers are not.
+    d = filter_draft(
+        _draft("Who founded Velmora?", "Ostrid Kael", ["Kael", "Mara Dune", "Ilse Varn", "Oren Tall"]),
+        cfg,
+        pats,
+        None,
+        None,
+    )
+    assert d.distractors == ["Mara Dune", "Ilse Varn", "Oren Tall"]
+    d = filter_draft(
+        _draft("How long is the vessel?", "42 metres", ["40 metres", "44 metres", "38 metres"]),
+        cfg,
+        pats,
+        None,
+        None,
+    )
+    assert d.reason is None and len(d.distractors) == 3
     # Embedding: a paraphrase of the answer goes; too few distractors left -> the question goes.
     emb = Embeddings(FakeEmbedder([{"Ostrid Kael", "the founder Kael"}]))
     d = filter_draft(

@@ -30,9 +30,13 @@ class FilterConfig(Strict):
     clear repeats are removed."""
 
     not_self_contained: list[str] = Field(default_factory=lambda: list(DEFAULT_NOT_SELF_CONTAINED))
-    # Two options (or an option and the question) repeat each other above either threshold.
+    # Two options repeat each other when equal after normalisation, when one's words are all in the
+    # other ("Kael" / "Ostrid Kael": a partial correct answer), or above either threshold. The cosine
+    # default is high on purpose: MiniLM puts "40 metres" / "42 metres" at 0.93 (distinct answers) and
+    # "six rowers" / "6 rowers" at 0.98 (a repeat).
     option_jaccard: float = Field(0.6, ge=0, le=1)
-    option_cosine: float = Field(0.9, ge=0, le=1)
+    option_cosine: float = Field(0.97, ge=0, le=1)
+    option_containment: bool = True
     # The correct answer is given away by the question: share of its n-grams found in the question.
     answer_in_question: float = Field(0.8, ge=0, le=1)
     # A distractor is dropped when cos(distractor, source) > cos(correct, source) + margin

@@ -7,7 +7,8 @@ when the question itself is at fault:
 * ``not_self_contained`` — the question points at a text the candidate never sees (regexes).
 * ``answer_in_question`` — the question gives its own answer away.
 * ``options_repeat`` — a distractor repeats the correct answer, another distractor or the question
-  (word n-gram Jaccard with n = mean option length in words, or embedding cosine).
+  (equal after normalisation; all its words inside the other option, e.g. a partial correct answer;
+  word n-gram Jaccard with n = mean option length in words; or embedding cosine).
 * ``distractor_closer_to_source`` — a distractor is closer to the source passage than the correct
   answer by more than a margin (embedding cosine), often a sign of a correct-but-partial "wrong" option.
 * ``near_duplicate`` — the question is too close to an earlier kept question (embedding cosine).
@@ -126,6 +127,9 @@ def filter_draft(
 
     def repeats(a: str, b: str) -> bool:
         if normalise(a) == normalise(b):
+            return True
+        wa, wb = set(words(a)), set(words(b))
+        if cfg.option_containment and wa and wb and (wa <= wb or wb <= wa):
             return True
         if jaccard(ngrams(words(a), n), ngrams(words(b), n)) >= cfg.option_jaccard:
             return True
