@@ -70,7 +70,7 @@ class Config(BaseModel):
     extract_max_tokens: int = Field(700, ge=32)
     judge_max_tokens: int = Field(200, ge=32)
     excerpt_min_overlap: float = Field(
-        0.5, ge=0, le=1, description="share of an excerpt's words that must occur in the answer"
+        0.5, ge=0, le=1, description="share of an excerpt's word pairs that must occur in the answer"
     )
 
     # Rounds.

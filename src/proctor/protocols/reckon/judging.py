@@ -3,7 +3,7 @@
 Stage 1 (extract): the judge model copies from the answer the part related to each unit, or writes
 "not mentioned". With `extract_mode: cluster` one call reads the answer once for all units of its
 cluster (one JSON field per unit); with `extract_mode: unit` there is one call per unit.
-An excerpt that is "not mentioned", or whose words mostly do not occur in the answer (the extractor
+An excerpt that is "not mentioned", or whose word pairs mostly do not occur in the answer (the extractor
 copied the reference instead of the answer), makes the unit *uncovered* without a stage-2 call.
 
 Stage 2 (judge): the excerpt is judged against the unit's reference (keyword, description, source
@@ -13,6 +13,7 @@ truth even where it contradicts the judge's world knowledge.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -76,12 +77,17 @@ def is_not_mentioned(excerpt: str) -> bool:
 
 
 def overlap(excerpt: str, answer: str) -> float:
-    """Share of the excerpt's words that also occur in the answer (1.0 for a verbatim copy)."""
+    """Share of the excerpt's word pairs (bigrams) that also occur in the answer: 1.0 for a verbatim copy,
+    low for text copied from the unit instead (common words alone do not match). Single words: unigrams."""
     words = re.findall(r"\w+", excerpt.lower())
     if not words:
         return 0.0
-    vocab = set(re.findall(r"\w+", answer.lower()))
-    return sum(1 for w in words if w in vocab) / len(words)
+    answer_words = re.findall(r"\w+", answer.lower())
+    if len(words) == 1:
+        return float(words[0] in set(answer_words))
+    pairs = list(itertools.pairwise(words))
+    vocab = set(itertools.pairwise(answer_words))
+    return sum(1 for p in pairs if p in vocab) / len(pairs)
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ async def run_rounds(
                         {
                             **base,
                             "verdict": "uncovered",
-                            "reason": f"the extracted text is not in the answer ({share:.0%} of its words)",
+                            "reason": f"excerpt not found in the answer ({share:.0%} of its word pairs)",
                             "stage": "extract",
                         },
                     )
