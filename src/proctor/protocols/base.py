@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from proctor.config import RunConfig
+from proctor.candidates import Candidate
+from proctor.config import CandidateConfig, RunConfig
 from proctor.errors import ModelCallError, UserError
 from proctor.models.base import Model
 from proctor.models.recording import call_scope
@@ -39,6 +40,7 @@ class RunContext:
     rng: np.random.Generator
     _embedder: Any = field(default=None, repr=False)
     _corpus: Any = field(default=None, repr=False)
+    _retrievers: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def role(self, role: str) -> Model:
         name = getattr(self.config.roles, role, None)
@@ -72,6 +74,31 @@ class RunContext:
 
             self._embedder = get_embedder(self.config.embedder, cache_dir=self.config.cache_dir)
         return self._embedder
+
+    def retriever(self, kind: str) -> Any:
+        """The run's retriever of this kind over its corpus, or None for closed-book. Built once and
+        shared, so every candidate (and baseline) with the same retriever searches the same index."""
+        if kind == "closed_book":
+            return None
+        if kind not in self._retrievers:
+            from proctor.retrieval import make_retriever
+
+            embedder = self.embedder if kind in ("dense", "hybrid") else None
+            self._retrievers[kind] = make_retriever(kind, self.corpus.chunks, embedder=embedder)
+        return self._retrievers[kind]
+
+    def candidate(self, c: CandidateConfig, *, max_tokens: int | None = None) -> Candidate:
+        """The system under test a `candidates:` entry describes; `max_tokens` overrides its reply budget
+        where a protocol asks for longer or shorter replies than the candidate's own setting."""
+        return Candidate(
+            c.name,
+            self.models[c.model],
+            retriever=self.retriever(c.retriever),
+            k=c.k,
+            temperature=c.temperature,
+            max_tokens=max_tokens or c.max_tokens,
+            seed=self.config.seed,
+        )
 
     async def run_items(
         self,

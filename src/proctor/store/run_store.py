@@ -114,6 +114,13 @@ class RunStore:
             ),
         )
 
+    def put_failed(self, key: str, kind: str, data: Any, error: Exception) -> None:
+        """Record a unit of work that failed after retries, with its cause ("timeout", "unparseable",
+        ...) when the error carries one, so reports count it instead of losing it."""
+        self.put_item(
+            key, kind, data, status="error", error=str(error), error_cause=getattr(error, "cause", None)
+        )
+
     def get_item(self, key: str) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM items WHERE key=?", (key,)).fetchone()
         return _item(row) if row else None

@@ -171,7 +171,7 @@ async def run_generation(ctx: RunContext, cfg: Config, plan: list[GenerationCall
     def on_error(key: str, e: ModelCallError) -> None:
         call = info[key]
         data = _draft_data(call, None, examiner.spec, version)
-        ctx.store.put_item(key, "exam_draft", data, status="error", error=str(e), error_cause=e.cause)
+        ctx.store.put_failed(key, "exam_draft", data, e)
 
     def done(key: str) -> bool:
         # An unparseable reply is final (a re-run would read the same cached reply); transient errors retry.

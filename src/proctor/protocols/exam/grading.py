@@ -17,7 +17,6 @@ from proctor.errors import ModelCallError, UserError
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.exam.config import Config
-from proctor.retrieval import make_retriever
 
 PROMPT = "exam/answer"
 
@@ -104,7 +103,6 @@ def _contexts(
     ctx: RunContext, pipelines: list[Pipeline], exam: list[dict[str, Any]]
 ) -> dict[tuple[str, int, str], list[Any]]:
     """Retrieved chunks per (retriever, k, question): computed once, shared by LLMs and ICL settings."""
-    retrievers: dict[str, Any] = {}
     known = (
         {c.chunk_id for c in ctx.corpus.chunks} if any(p.retriever == "oracle" for p in pipelines) else set()
     )
@@ -112,10 +110,7 @@ def _contexts(
     for p in pipelines:
         if p.retriever == "closed_book":
             continue
-        if p.retriever not in retrievers:
-            emb = ctx.embedder if p.retriever in ("dense", "hybrid") else None
-            retrievers[p.retriever] = make_retriever(p.retriever, ctx.corpus.chunks, embedder=emb)
-        cand = Candidate(p.name, ctx.models[p.model], retriever=retrievers[p.retriever], k=p.k)
+        cand = Candidate(p.name, ctx.models[p.model], retriever=ctx.retriever(p.retriever), k=p.k)
         for q in exam:
             key = (p.retriever, p.k, q["id"])
             if key in out:
@@ -229,7 +224,7 @@ async def grade(
     def on_error(key: str, e: ModelCallError) -> None:
         p, q, ex_ids, context = info[key]
         data = base(p, q, ex_ids, context) | {"selected": None, "correct": None, "method": None}
-        ctx.store.put_item(key, "exam_response", data, status="error", error=str(e), error_cause=e.cause)
+        ctx.store.put_failed(key, "exam_response", data, e)
 
     def done(key: str) -> bool:
         it = ctx.store.get_item(key)

@@ -195,9 +195,7 @@ async def label_exam(
             return fn
 
         def on_error(key: str, e: ModelCallError) -> None:
-            ctx.store.put_item(
-                key, "exam_labels", {"labels": {}}, status="error", error=str(e), error_cause=e.cause
-            )
+            ctx.store.put_failed(key, "exam_labels", {"labels": {}}, e)
 
         def done(key: str) -> bool:
             it = ctx.store.get_item(key)

@@ -42,7 +42,6 @@ from proctor.protocols.kieval.scoring import (
     vote_stop,
 )
 from proctor.protocols.kieval.seeds import LETTERS, SeedQuestion, load_seed_questions
-from proctor.retrieval import make_retriever
 
 Q_KIND = "kieval_question"
 CONF_KIND = "kieval_confidence"
@@ -121,35 +120,17 @@ def _candidates(ctx: RunContext, cfg: Config) -> list[_Cand]:
             "`candidates: [{name: my-model, model: <a key of models>}]` to the config."
         )
     out = []
-    retrievers: dict[str, Any] = {}
     chunks: dict[str, str] = {}
     for i, c in enumerate(ctx.config.candidates):
-        retriever = None
         if c.retriever == "oracle":
             raise UserError(
                 f"candidates[{i}].retriever: 'oracle' needs gold passages, which benchmark questions do not "
                 f"have. Use closed_book, bm25, dense or hybrid."
             )
-        if c.retriever != "closed_book":
-            if c.retriever not in retrievers:
-                needs_embedder = c.retriever in ("dense", "hybrid")
-                retrievers[c.retriever] = make_retriever(
-                    c.retriever, ctx.corpus.chunks, embedder=ctx.embedder if needs_embedder else None
-                )
-            retriever = retrievers[c.retriever]
-            if not chunks:
-                chunks.update((ch.chunk_id, ch.text) for ch in ctx.corpus.chunks)
-        model = ctx.models[c.model]
-        cand = Candidate(
-            c.name,
-            model,
-            retriever=retriever,
-            k=c.k,
-            temperature=c.temperature,
-            max_tokens=cfg.candidate_max_tokens or c.max_tokens,
-            seed=ctx.config.seed,
-        )
-        out.append(_Cand(c, cand, model.provider.identity(), chunks))
+        cand = ctx.candidate(c, max_tokens=cfg.candidate_max_tokens)
+        if cand.retriever is not None and not chunks:
+            chunks.update((ch.chunk_id, ch.text) for ch in ctx.corpus.chunks)
+        out.append(_Cand(c, cand, ctx.models[c.model].provider.identity(), chunks))
     return out
 
 
@@ -256,14 +237,7 @@ async def _confident_set(
 
     def on_error(key: str, e: ModelCallError) -> None:
         name, q, perm = info[key]
-        ctx.store.put_item(
-            key,
-            CONF_KIND,
-            {"model": name, "question_id": q.question_id, "order": perm},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
-        )
+        ctx.store.put_failed(key, CONF_KIND, {"model": name, "question_id": q.question_id, "order": perm}, e)
 
     await ctx.run_items(
         "kieval: confident set",
@@ -375,13 +349,11 @@ async def _mc_answers(
 
     def on_error(key: str, e: ModelCallError) -> None:
         c, q = info[key]
-        ctx.store.put_item(
+        ctx.store.put_failed(
             key,
             MC_KIND,
             {"candidate": c.cfg.name, "question_id": q.question_id, "correct_letter": q.answer_letter},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+            e,
         )
 
     await ctx.run_items(
@@ -546,7 +518,7 @@ async def _converse(ctx: RunContext, cfg: Config, conv: _Conv, evaluators: list[
             end = e.reason
             break
         except ModelCallError as e:
-            store.put_item(rk, ROUND_KIND, data, status="error", error=str(e), error_cause=e.cause)
+            store.put_failed(rk, ROUND_KIND, data, e)
             end, error = "error", (str(e), e.cause)
             break
         transcript.append(data)
@@ -703,13 +675,11 @@ async def _conversations(ctx: RunContext, cfg: Config, convs: list[_Conv], evalu
 
     def on_error(key: str, e: ModelCallError) -> None:  # _converse records its own errors; a safety net
         conv = info[key]
-        ctx.store.put_item(
+        ctx.store.put_failed(
             key,
             CONV_KIND,
             {"conversation": key, "candidate": conv.cand.cfg.name, "question_id": conv.q.question_id},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+            e,
         )
 
     await ctx.run_items(

@@ -13,7 +13,6 @@ from proctor.judging.stats import mean_ci, wilson_interval
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.qa.config import Config
-from proctor.retrieval import make_retriever
 
 QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -88,9 +87,7 @@ async def _generate_questions(ctx: RunContext) -> tuple[list[dict[str, Any]], di
         return fn
 
     def on_error(key: str, e: ModelCallError) -> None:
-        ctx.store.put_item(
-            key, "question", {"question_id": key}, status="error", error=str(e), error_cause=e.cause
-        )
+        ctx.store.put_failed(key, "question", {"question_id": key}, e)
 
     await ctx.run_items(
         "writing questions",
@@ -124,34 +121,8 @@ async def _generate_questions(ctx: RunContext) -> tuple[list[dict[str, Any]], di
     return kept, stats
 
 
-def _candidates(ctx: RunContext) -> list[Candidate]:
-    out = []
-    retrievers: dict[str, Any] = {}
-    for c in ctx.config.candidates:
-        retriever = None
-        if c.retriever != "closed_book":
-            if c.retriever not in retrievers:
-                needs_embedder = c.retriever in ("dense", "hybrid")
-                retrievers[c.retriever] = make_retriever(
-                    c.retriever, ctx.corpus.chunks, embedder=ctx.embedder if needs_embedder else None
-                )
-            retriever = retrievers[c.retriever]
-        out.append(
-            Candidate(
-                c.name,
-                ctx.models[c.model],
-                retriever=retriever,
-                k=c.k,
-                temperature=c.temperature,
-                max_tokens=c.max_tokens,
-                seed=ctx.config.seed,
-            )
-        )
-    return out
-
-
 async def _answer(ctx: RunContext, questions: list[dict[str, Any]]) -> list[str]:
-    candidates = _candidates(ctx)
+    candidates = [ctx.candidate(c) for c in ctx.config.candidates]
     plan = []
     for cand, ccfg in zip(candidates, ctx.config.candidates, strict=True):
         for q in questions:
@@ -186,7 +157,7 @@ async def _answer(ctx: RunContext, questions: list[dict[str, Any]]) -> list[str]
 
     def on_error(key: str, e: ModelCallError) -> None:
         cand, q = info[key]
-        ctx.store.put_item(
+        ctx.store.put_failed(
             key,
             "answer",
             {
@@ -195,9 +166,7 @@ async def _answer(ctx: RunContext, questions: list[dict[str, Any]]) -> list[str]
                 "question": q["question"],
                 "reference_answer": q["reference_answer"],
             },
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+            e,
         )
 
     await ctx.run_items(

@@ -105,13 +105,8 @@ async def run_baselines(
         return fn
 
     def q_error(key: str, e: ModelCallError) -> None:
-        ctx.store.put_item(
-            key,
-            "baseline_question",
-            {"question_id": key, "unit_id": by_qkey[key]["unit_id"]},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+        ctx.store.put_failed(
+            key, "baseline_question", {"question_id": key, "unit_id": by_qkey[key]["unit_id"]}, e
         )
 
     await ctx.run_items(
@@ -158,9 +153,7 @@ async def run_baselines(
 
     def a_error(key: str, e: ModelCallError) -> None:
         _, cand, q, _ = plan[key]
-        ctx.store.put_item(
-            key, "baseline_answer", a_base(cand, q), status="error", error=str(e), error_cause=e.cause
-        )
+        ctx.store.put_failed(key, "baseline_answer", a_base(cand, q), e)
 
     await ctx.run_items(
         "baseline: answers",

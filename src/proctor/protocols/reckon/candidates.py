@@ -13,41 +13,16 @@ from proctor.candidates import Candidate
 from proctor.config import CandidateConfig
 from proctor.prompts import render_messages
 from proctor.protocols.base import RunContext
-from proctor.retrieval import make_retriever
 
 PROMPT = "reckon/answer"
 
 
 def build_candidates(
-    ctx: RunContext, retrievers: dict[str, Any], max_tokens: int | None = None
+    ctx: RunContext, max_tokens: int | None = None
 ) -> list[tuple[CandidateConfig, Candidate]]:
-    """One Candidate per configured candidate; `retrievers` (kind -> retriever) is filled as needed and
-    shared, so RECKON and the baseline search the same indexes."""
-    out = []
-    for c in ctx.config.candidates:
-        retriever = None
-        if c.retriever != "closed_book":
-            if c.retriever not in retrievers:
-                needs_embedder = c.retriever in ("dense", "hybrid")
-                retrievers[c.retriever] = make_retriever(
-                    c.retriever, ctx.corpus.chunks, embedder=ctx.embedder if needs_embedder else None
-                )
-            retriever = retrievers[c.retriever]
-        out.append(
-            (
-                c,
-                Candidate(
-                    c.name,
-                    ctx.models[c.model],
-                    retriever=retriever,
-                    k=c.k,
-                    temperature=c.temperature,
-                    max_tokens=max_tokens or c.max_tokens,
-                    seed=ctx.config.seed,
-                ),
-            )
-        )
-    return out
+    """One Candidate per configured candidate; retrievers are the run's shared ones, so RECKON and the
+    baseline search the same indexes."""
+    return [(c, ctx.candidate(c, max_tokens=max_tokens)) for c in ctx.config.candidates]
 
 
 def candidate_identity(ctx: RunContext, ccfg: CandidateConfig) -> list[Any]:

@@ -169,13 +169,11 @@ async def run_extraction(ctx: RunContext, cfg: Config, round_no: int, jobs: list
 
     def on_error(key: str, e: ModelCallError) -> None:
         job = by_key[key]
-        ctx.store.put_item(
+        ctx.store.put_failed(
             key,
             "reckon_extract",
             {"answer_key": job.answer_key, "round": round_no, "unit_ids": [u["unit_id"] for u in job.units]},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+            e,
         )
 
     await ctx.run_items(
@@ -231,13 +229,8 @@ async def run_judging(ctx: RunContext, cfg: Config, round_no: int, jobs: list[Ju
 
     def on_error(key: str, e: ModelCallError) -> None:
         job = by_key[key]
-        ctx.store.put_item(
-            key,
-            "reckon_verdict",
-            {**job.base, "verdict": None, "reason": None, "stage": "judge"},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+        ctx.store.put_failed(
+            key, "reckon_verdict", {**job.base, "verdict": None, "reason": None, "stage": "judge"}, e
         )
 
     await ctx.run_items(

@@ -97,13 +97,11 @@ async def generate_questions(
 
     def on_error(key: str, e: ModelCallError) -> None:
         units = clusters[key]
-        ctx.store.put_item(
+        ctx.store.put_failed(
             key,
             "reckon_question",
             {"question_id": key, "round": round_no, "unit_ids": [u["unit_id"] for u in units]},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
+            e,
         )
 
     await ctx.run_items(

@@ -295,9 +295,7 @@ async def _answer(
 
     def on_error(key: str, e: ModelCallError) -> None:
         _, cand, q = info[key]
-        ctx.store.put_item(
-            key, "reckon_answer", base(cand, q), status="error", error=str(e), error_cause=e.cause
-        )
+        ctx.store.put_failed(key, "reckon_answer", base(cand, q), e)
 
     await ctx.run_items(
         f"reckon round {round_no}: answers",

@@ -99,18 +99,11 @@ async def run(ctx: RunContext) -> dict[str, Any]:
         ctx.store.put_item(u["unit_id"], "reckon_unit", u)
 
     # 2-6. Rounds.
-    retrievers: dict[str, Any] = {}
-    rounds = await run_rounds(
-        ctx, cfg, units, vecs, build_candidates(ctx, retrievers, cfg.answer_max_tokens), base_seed
-    )
+    rounds = await run_rounds(ctx, cfg, units, vecs, build_candidates(ctx, cfg.answer_max_tokens), base_seed)
 
     # Baselines on the same units and candidates.
     chunk_map = {c.chunk_id: c for c in ctx.corpus.chunks}
-    baseline = (
-        await run_baselines(ctx, cfg, units, build_candidates(ctx, retrievers), chunk_map)
-        if cfg.baselines
-        else {}
-    )
+    baseline = await run_baselines(ctx, cfg, units, build_candidates(ctx), chunk_map) if cfg.baselines else {}
     return _finish(ctx, cfg, units, vecs, unit_stats, rounds, baseline, warnings)
 
 

@@ -143,14 +143,7 @@ async def extract_units(ctx: RunContext, cfg: Config, chunks: list[Chunk]) -> tu
 
     def on_error(key: str, e: ModelCallError) -> None:
         chunk = info[key]
-        ctx.store.put_item(
-            key,
-            "reckon_chunk",
-            {"chunk_id": chunk.chunk_id, "source": chunk.source},
-            status="error",
-            error=str(e),
-            error_cause=e.cause,
-        )
+        ctx.store.put_failed(key, "reckon_chunk", {"chunk_id": chunk.chunk_id, "source": chunk.source}, e)
 
     await ctx.run_items(
         "reckon: extracting knowledge units",
