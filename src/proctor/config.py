@@ -90,6 +90,11 @@ class RunConfig(Strict):
     embedder: str | None = Field(None, description="e.g. local/all-minilm-l6-v2; needed for dense/hybrid")
     candidates: list[CandidateConfig] = []
     cache_dir: str | None = None
+    budget_usd: float | None = Field(
+        None,
+        gt=0,
+        description="stop sending paid calls once this much (USD, at the configured prices) is spent",
+    )
     # The section named after the protocol (e.g. `qa:`), validated by that protocol's own Config.
     settings: SerializeAsAny[BaseModel] | None = None
 
@@ -147,7 +152,10 @@ class RunConfig(Strict):
         return self
 
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        """Identity of what the run measures: the budget is left out, so `--resume` with a raised budget
+        continues the same run."""
+        blob = json.dumps(self.model_dump(mode="json", exclude={"budget_usd"}), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
     def run_name(self) -> str:

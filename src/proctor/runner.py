@@ -17,6 +17,7 @@ from proctor.config import RunConfig, load_config
 from proctor.errors import UserError
 from proctor.models import get_model
 from proctor.models.base import Model
+from proctor.models.recording import Budget
 from proctor.protocols.base import RunContext
 from proctor.protocols.progress import ProgressReporter
 from proctor.protocols.registry import get_protocol
@@ -98,7 +99,10 @@ def run_config(
         log.info("run %s (%s) started%s", run_dir.name, cfg.protocol, " (resumed)" if resume else "")
         protocol = get_protocol(cfg.protocol)
         with ProgressReporter(store.live, enabled=show_progress) as progress:
-            ctx = RunContext(cfg, run_dir, store, models, progress, np.random.default_rng(cfg.seed))
+            budget = Budget(cfg.budget_usd, store.spent_usd()) if cfg.budget_usd is not None else None
+            ctx = RunContext(
+                cfg, run_dir, store, models, progress, np.random.default_rng(cfg.seed), budget=budget
+            )
 
             async def main() -> dict[str, Any]:
                 try:
@@ -109,6 +113,8 @@ def run_config(
 
             summary = asyncio.run(main())
         summary["usage"] = _usage(store)
+        if budget is not None and budget.exhausted:
+            _warn_budget(summary, store, budget)
         store.put_artifact("summary", summary)
         (run_dir / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         store.export_jsonl(run_dir / "items.jsonl")
@@ -122,6 +128,19 @@ def run_config(
     finally:
         log.removeHandler(handler)
         handler.close()
+
+
+def _warn_budget(summary: dict[str, Any], store: RunStore, budget: Budget) -> None:
+    """Say that the cap stopped work, how much, and how to finish it (the held-back items resume)."""
+    held = sum(1 for it in store.items(status="error") if it["error_cause"] == "budget")
+    message = (
+        f"budget_usd reached: ${budget.spent_usd:.4f} spent of ${budget.limit_usd:g}; {held} item(s) were "
+        f"not run (recorded with cause 'budget', not scored). Raise budget_usd and run again with --resume "
+        f"to finish them."
+    )
+    log.warning(message)
+    summary["budget"] = {"limit_usd": budget.limit_usd, "spent_usd": round(budget.spent_usd, 6), "held": held}
+    summary["warnings"] = [*(summary.get("warnings") or []), message]
 
 
 def _usage(store: RunStore) -> dict[str, Any]:

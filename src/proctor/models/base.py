@@ -210,6 +210,13 @@ class Model:
             attempts += 1
             try:
                 async with self._semaphore():
+                    # Checked once a slot is free, so at most the calls in flight overshoot the budget.
+                    if scope.budget is not None and scope.budget.exhausted:
+                        raise ModelCallError(
+                            f"{self.spec}: not sent — the run's budget_usd (${scope.budget.limit_usd:g}) "
+                            "is spent",
+                            cause="budget",
+                        )
                     t0 = time.perf_counter()
                     reply = await self.provider.complete(messages, params)
                     took = time.perf_counter() - t0
@@ -237,6 +244,9 @@ class Model:
     def _record(
         self, scope: Any, usage: Usage, latency: float, cached: bool, attempts: int, error: str | None = None
     ) -> None:
+        cost = self.prices.cost(usage)
+        if scope.budget is not None and not cached:
+            scope.budget.spent_usd += cost
         if scope.recorder is None:
             return
         scope.recorder.record_call(
@@ -247,7 +257,7 @@ class Model:
                 item_key=scope.item_key,
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
-                cost_usd=self.prices.cost(usage),
+                cost_usd=cost,
                 latency_s=latency,
                 cached=cached,
                 attempts=attempts,

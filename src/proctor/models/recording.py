@@ -29,11 +29,26 @@ class CallRecorder(Protocol):
     def record_call(self, record: CallRecord) -> None: ...
 
 
+@dataclass
+class Budget:
+    """A run's spending cap (USD). Money counts only for calls a server answered (not cache hits); once
+    `spent_usd` reaches `limit_usd`, new calls fail with cause "budget" instead of being sent. Calls
+    already in flight finish, so the overshoot is at most the cost of the concurrent calls."""
+
+    limit_usd: float
+    spent_usd: float = 0.0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent_usd >= self.limit_usd
+
+
 @dataclass(frozen=True)
 class CallScope:
     recorder: CallRecorder | None = None
     role: str | None = None
     item_key: str | None = None
+    budget: Budget | None = None
 
 
 _NO_SCOPE = CallScope()
@@ -46,7 +61,11 @@ def current_scope() -> CallScope:
 
 @contextlib.contextmanager
 def call_scope(
-    *, recorder: CallRecorder | None = None, role: str | None = None, item_key: str | None = None
+    *,
+    recorder: CallRecorder | None = None,
+    role: str | None = None,
+    item_key: str | None = None,
+    budget: Budget | None = None,
 ) -> Iterator[None]:
     """Nest freely: unset fields inherit from the enclosing scope. Safe across asyncio tasks."""
     outer = _scope.get()
@@ -55,6 +74,7 @@ def call_scope(
             recorder=recorder if recorder is not None else outer.recorder,
             role=role if role is not None else outer.role,
             item_key=item_key if item_key is not None else outer.item_key,
+            budget=budget if budget is not None else outer.budget,
         )
     )
     try:

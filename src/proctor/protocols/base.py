@@ -17,7 +17,7 @@ from proctor.candidates import Candidate
 from proctor.config import CandidateConfig, RunConfig
 from proctor.errors import ModelCallError, UserError
 from proctor.models.base import Model
-from proctor.models.recording import call_scope
+from proctor.models.recording import Budget, call_scope
 from proctor.protocols.progress import ProgressReporter
 from proctor.store import RunStore
 
@@ -38,6 +38,7 @@ class RunContext:
     models: dict[str, Model]
     progress: ProgressReporter
     rng: np.random.Generator
+    budget: Budget | None = None
     _embedder: Any = field(default=None, repr=False)
     _corpus: Any = field(default=None, repr=False)
     _retrievers: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -117,7 +118,7 @@ class RunContext:
         stage = self.progress.stage(description, len(todo))
 
         async def one(key: str, role: str, fn: Callable[[], Awaitable[T]]) -> tuple[str, T | None]:
-            with call_scope(recorder=self.store, role=role, item_key=key):
+            with call_scope(recorder=self.store, role=role, item_key=key, budget=self.budget):
                 try:
                     result: T | None = await fn()
                 except ModelCallError as e:

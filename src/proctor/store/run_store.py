@@ -168,6 +168,11 @@ class RunStore:
             ),
         )
 
+    def spent_usd(self) -> float:
+        """Money actually spent by this run so far (calls a server answered; cache hits cost nothing)."""
+        row = self._conn().execute("SELECT SUM(cost_usd) FROM model_calls WHERE cached=0").fetchone()
+        return float(row[0] or 0.0)
+
     def call_totals(self) -> list[dict[str, Any]]:
         """Per role and model: calls, cache hits, errors, tokens, nominal cost, and cost actually spent."""
         rows = self._conn().execute(
