@@ -100,3 +100,18 @@ def test_models_check_unreachable(tmp_path: Path) -> None:
 def test_usage_errors_exit_2(args: list[str]) -> None:
     r = cli(*args)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_options_lists_every_protocol_option_with_a_description() -> None:
+    from proctor.cli.options import option_rows
+    from proctor.protocols.registry import protocol_config_class, protocol_names
+
+    for name in protocol_names():
+        undocumented = [
+            r[0] for r in option_rows(protocol_config_class(name)) if r[1] != "section" and not r[3]
+        ]
+        assert undocumented == [], f"{name}: options without a description: {undocumented}"
+    r = cli("options", "exam")
+    assert r.returncode == 0, r.stderr
+    assert "exam.irt.prune_fraction: float = 0.1" in r.stdout and "exam.grid.retrievers" in r.stdout
+    assert_user_error(cli("options", "nonesuch"), "unknown protocol 'nonesuch'", "exam")

@@ -65,3 +65,28 @@ def test_bad_configs_name_the_field(tmp_path: Path, text: str, needles: list[str
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not found"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_every_file_path_resolves_relative_to_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "kieval.yaml").write_text(
+        "protocol: kieval\ncorpus: {}\nmodels: {m: scripted/x}\n"
+        "kieval: {questions: {path: data/seeds.jsonl}}\n"
+    )
+    (folder / "reckon.yaml").write_text(
+        "protocol: reckon\ncorpus: {path: docs}\nmodels: {m: scripted/x}\n"
+        "reckon: {human_labels: labels.jsonl, carry_over: ../units.jsonl}\n"
+    )
+    (folder / "exam.yaml").write_text(
+        "protocol: exam\ncorpus: {path: docs}\nmodels: {m: scripted/x}\nexam: {exam_file: exams/e.jsonl}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # run from elsewhere: the paths still point next to the config
+    assert load_config(folder / "kieval.yaml").settings.questions.path == str(folder / "data/seeds.jsonl")
+    reckon = load_config(Path("configs/reckon.yaml"))
+    assert reckon.settings.human_labels == str(folder / "labels.jsonl")
+    assert reckon.settings.carry_over == str(tmp_path / "units.jsonl")
+    assert reckon.corpus.path == folder / "docs"
+    assert load_config(folder / "exam.yaml").settings.exam_file == folder / "exams/e.jsonl"

@@ -93,3 +93,12 @@ def test_analyse_too_little_data() -> None:
     m[0, :] = 1.0
     out = analyse(IRTConfig(), pipes, _exam(5), m, 4, np.random.default_rng(0))
     assert "skipped" in out and "model" not in out
+
+
+def test_pruning_never_goes_below_min_items() -> None:
+    pipes = _grid()
+    rng = np.random.default_rng(3)
+    m = (rng.random((len(pipes), 8)) < 0.6).astype(float)
+    out = analyse(IRTConfig(prune_min_items=8), pipes, _exam(8), m, 4, np.random.default_rng(0))
+    assert "prune" not in out
+    assert any("pruning skipped" in w for w in out["warnings"])

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from proctor.config_paths import config_dir
 from proctor.corpus.config import CorpusConfig
 from proctor.errors import UserError
 
@@ -185,7 +186,7 @@ def _format_validation_error(path: Path, err: ValidationError) -> str:
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run config. Relative corpus paths resolve against the config's folder."""
+    """Read and validate a YAML run config. Relative file paths in it resolve against its folder."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: config file not found. Give the path of a YAML run config (see README.md).")
@@ -204,12 +205,8 @@ def load_config(path: str | Path) -> RunConfig:
         raise UserError(
             f"{p}: the config must be a YAML mapping with at least `protocol`, `corpus` and `models`."
         )
-    corpus = raw.get("corpus")
-    if isinstance(corpus, dict) and isinstance(corpus.get("path"), str):
-        cp = Path(corpus["path"]).expanduser()
-        if not cp.is_absolute():
-            corpus["path"] = str((p.parent / cp).resolve())
     try:
-        return RunConfig.model_validate(raw)
+        with config_dir(p.parent.resolve()):
+            return RunConfig.model_validate(raw)
     except ValidationError as e:
         raise UserError(_format_validation_error(p, e)) from None

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from proctor.errors import UserError
 
@@ -100,6 +100,28 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
 
 
 @app.command()
+def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam")) -> None:
+    """List the options of a protocol's config section (the YAML section named after it)."""
+    from proctor.cli.options import option_rows, prose
+    from proctor.protocols.registry import protocol_config_class, protocol_names
+
+    if protocol not in protocol_names():
+        raise UserError(
+            f"options: unknown protocol '{protocol}'; choose one of {', '.join(protocol_names())}."
+        )
+    cls = protocol_config_class(protocol)
+    out.print(f"[bold]{protocol}:[/] {prose(cls.__doc__ or '')}", highlight=False)
+    for name, kind, default, what in option_rows(cls, prefix=f"{protocol}."):
+        if kind == "section":
+            out.print(f"\n[bold]{name}[/]  {what}", highlight=False)
+            continue
+        value = f" = {default}" if default else ""
+        out.print(f"  [cyan]{name}[/]: {kind}{value}", highlight=False, markup=True)
+        if what:
+            out.print(f"      {what}", highlight=False, markup=False)
+
+
+@app.command()
 def demo(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
     only: str = typer.Option("", "--only", help="comma-separated protocols to run (default: all)"),
@@ -138,7 +160,7 @@ def _print_summary(summary: dict) -> None:
     """Print the protocol's headline table: `summary["table"]` is a list of rows (column -> text)."""
     rows = summary.get("table") or []
     if rows:
-        t = Table(*rows[0].keys())
+        t = Table(*(Column(k, overflow="fold") for k in rows[0]))
         for r in rows:
             t.add_row(*(str(v) for v in r.values()))
         out.print(t)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from proctor.config_paths import ConfigPath
 
 DEFAULT_TEXT_FIELD = "text"
 DEFAULT_MIN_CHUNK_CHARS = 200
@@ -19,7 +20,7 @@ class CorpusConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: Path | None = None
+    path: ConfigPath | None = None
     text_field: str = DEFAULT_TEXT_FIELD  # jsonl/json key or csv column holding the text
     title_field: str | None = None  # jsonl/json key or csv column holding a title
     id_field: str | None = None  # jsonl/json key or csv column kept as metadata["record_id"]

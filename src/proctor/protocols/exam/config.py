@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from proctor.config_paths import ConfigPath
 
 Retriever = Literal["closed_book", "bm25", "dense", "hybrid", "oracle"]
 Selection = Literal["auto", "letter_logprobs", "generated_letter", "option_loglik"]
@@ -21,49 +22,120 @@ DEFAULT_NOT_SELF_CONTAINED = [
 
 
 class Strict(BaseModel):
+    """Base of the exam config sections: unknown keys are an error."""
+
     model_config = ConfigDict(extra="forbid")
 
 
 class FilterConfig(Strict):
-    """A-priori filters. Similarities are cosine (embedder) or word n-gram Jaccard with n = mean option
-    length in words (as in the method's paper). Defaults were set on the sample corpus so that only
-    clear repeats are removed."""
+    """A-priori filters on the generated questions (no candidate answers needed). A distractor that fails
+    a filter is removed (the examiner writes spares); a question is dropped when it fails a filter itself
+    or keeps fewer than three distractors, and every removal is counted by reason. Similarities are
+    cosine (the run's `embedder`; those filters are skipped without one) or word n-gram Jaccard with
+    n = mean option length in words (as in the method's paper). Defaults were set on the sample corpus so
+    that only clear repeats are removed."""
 
-    not_self_contained: list[str] = Field(default_factory=lambda: list(DEFAULT_NOT_SELF_CONTAINED))
-    # Two options repeat each other when equal after normalisation, when one's words are all in the
-    # other ("Kael" / "Ostrid Kael": a partial correct answer), or above either threshold. The cosine
-    # default is high on purpose: MiniLM puts "40 metres" / "42 metres" at 0.93 (distinct answers) and
-    # "six rowers" / "6 rowers" at 0.98 (a repeat).
-    option_jaccard: float = Field(0.6, ge=0, le=1)
-    option_cosine: float = Field(0.97, ge=0, le=1)
-    option_containment: bool = True
-    # The correct answer is given away by the question: share of its n-grams found in the question.
-    answer_in_question: float = Field(0.8, ge=0, le=1)
-    # A distractor is dropped when cos(distractor, source) > cos(correct, source) + margin
-    # (a distractor closer to the source than the answer is often a correct-but-partial answer).
-    distractor_source_margin: float | None = Field(0.1, ge=-1, le=1)
-    # Questions closer than this (cosine of the question texts) to an earlier kept question are dropped.
-    duplicate_cosine: float = Field(0.92, ge=0, le=1)
+    not_self_contained: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_NOT_SELF_CONTAINED),
+        description="regular expressions (case-insensitive) for questions that point at a text the candidate "
+        "never sees ('according to the passage'); a match drops the question; default: built-in "
+        "English patterns",
+    )
+    # The cosine default is high on purpose: MiniLM puts "40 metres" / "42 metres" at 0.93 (distinct
+    # answers) and "six rowers" / "6 rowers" at 0.98 (a repeat).
+    option_jaccard: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="two options repeat each other at or above this word n-gram Jaccard similarity; "
+        "the repeating distractor is removed",
+    )
+    option_cosine: float = Field(
+        0.97,
+        ge=0,
+        le=1,
+        description="two options repeat each other at or above this embedding cosine; high so that close "
+        "but distinct answers ('40 metres' / '42 metres') survive",
+    )
+    option_containment: bool = Field(
+        True,
+        description="an option whose words all occur in another option repeats it (e.g. 'Kael' / "
+        "'Ostrid Kael': a partial correct answer)",
+    )
+    answer_in_question: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="share of the correct answer's word n-grams found in the question at which the question "
+        "gives its answer away and is dropped (a distractor found in the question is removed)",
+    )
+    distractor_source_margin: float | None = Field(
+        0.1,
+        ge=-1,
+        le=1,
+        description="a distractor is removed when cos(distractor, source passage) > cos(correct answer, "
+        "source passage) + this margin (often a correct-but-partial answer); null = off",
+    )
+    duplicate_cosine: float = Field(
+        0.92,
+        ge=0,
+        le=1,
+        description="a question whose embedding cosine to an earlier kept question is at or above this is "
+        "dropped as a near duplicate (exact repeats always are)",
+    )
 
 
 class BalanceConfig(Strict):
-    """Making surface cues non-informative, so the bias baselines stay at chance."""
+    """Making surface cues non-informative, so the bias baselines (always the longest or the shortest
+    option) stay at chance. The correct letters are always balanced; these options handle the length
+    of the correct option."""
 
-    # Choose which spare distractors to keep so that the correct option's length rank is balanced.
-    option_lengths: bool = True
-    # After that, drop the questions with the strongest length cue while the always-longest or
-    # always-shortest baseline exceeds 1/options + tolerance (counted as filter `length_cue`).
-    drop_length_cues: bool = True
-    length_cue_tolerance: float = Field(0.03, ge=0, le=0.5)
+    option_lengths: bool = Field(
+        True,
+        description="choose which spare distractors to keep so that the correct option is the longest in "
+        "about a quarter of the questions and the shortest in another quarter; false = the examiner's "
+        "first three",
+    )
+    drop_length_cues: bool = Field(
+        True,
+        description="then drop the questions with the strongest length cue while the always-longest or "
+        "always-shortest baseline exceeds 1/options + length_cue_tolerance (counted as filter `length_cue`)",
+    )
+    length_cue_tolerance: float = Field(
+        0.03,
+        ge=0,
+        le=0.5,
+        description="how far (as a share of questions) the length baselines may exceed chance before "
+        "questions are dropped",
+    )
 
 
 class GridConfig(Strict):
-    """The pipelines that take the exam: every combination is one subject (row) of the IRT matrix."""
+    """The pipelines that take the exam: every combination of LLM, retriever and number of in-context
+    examples is one subject (row) of the IRT matrix."""
 
-    llms: list[str] = Field(default_factory=list, description="keys of `models`")
-    retrievers: list[Retriever] = Field(default_factory=lambda: ["closed_book"])
-    icl_shots: list[int] = Field(default_factory=lambda: [0])
-    k: int = Field(3, ge=1, le=50, description="passages retrieved per question")
+    llms: list[str] = Field(
+        default_factory=list,
+        description="LLMs of the grid, as keys of `models`; empty = only the run's candidates take the exam "
+        "(with `include_candidates`)",
+    )
+    retrievers: list[Retriever] = Field(
+        default_factory=lambda: ["closed_book"],
+        description="retrieval settings crossed with every LLM: closed_book, bm25, dense or hybrid (these "
+        "two need `embedder`), oracle (the question's source chunk); each at most once",
+    )
+    icl_shots: list[int] = Field(
+        default_factory=lambda: [0],
+        description="numbers of in-context examples (other exam questions with their answers), 0-8, each at "
+        "most once; crossed with every LLM and retriever, and with every candidate",
+    )
+    k: int = Field(
+        3,
+        ge=1,
+        le=50,
+        description="passages retrieved per question by the grid's retrievers (ignored by closed_book; "
+        "candidates use their own k)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GridConfig:
@@ -78,46 +150,133 @@ class GridConfig(Strict):
 
 
 class IRTConfig(Strict):
-    """Item response theory on the pipelines x questions matrix."""
+    """Item response theory on the pipelines x questions matrix (1 correct, 0 wrong, missing when the
+    answer failed): an ability per pipeline, item parameters, pruning of uninformative items and an
+    adaptive-testing replay. Needs at least two pipelines and two questions with answers."""
 
-    enabled: bool = True
-    # auto: 2PL (guessing fixed at 1/options) with at least `min_subjects_2pl` pipelines, else 1PL
-    # (one discrimination for all items: with few subjects per-item slopes are not identified).
-    model: Literal["auto", "1pl", "2pl", "3pl"] = "auto"
-    min_subjects_2pl: int = Field(20, ge=2)
-    guessing: Literal["fixed", "estimate"] = "fixed"
-    hierarchical: bool = True
-    prune: bool = True
-    prune_model: Literal["2pl", "3pl"] = "3pl"  # 3pl with `guessing: fixed` = 2PL slopes + chance floor
-    prune_fraction: float = Field(0.1, gt=0, lt=1)
-    prune_steps: int = Field(2, ge=1, le=20)
-    prune_min_items: int = Field(10, ge=2, description="pruning never shrinks the exam below this")
-    adaptive: bool = True
-    adaptive_target_se: float = Field(0.5, gt=0)
-    adaptive_max_items: int | None = Field(None, ge=1)
-    icc_items: int = Field(8, ge=1, le=40, description="items drawn in the characteristic-curve plot")
+    enabled: bool = Field(True, description="fit IRT after grading; false = accuracies only")
+    # With few subjects per-item slopes are not identified, hence the 1PL below `min_subjects_2pl`.
+    model: Literal["auto", "1pl", "2pl", "3pl"] = Field(
+        "auto",
+        description="model of the main fit; auto: 1PL (one discrimination shared by all items) with fewer "
+        "than `min_subjects_2pl` pipelines, else 3PL with the floor set by `guessing` (with "
+        "`guessing: fixed`, 2PL slopes plus the chance floor 1/options)",
+    )
+    min_subjects_2pl: int = Field(
+        20, ge=2, description="pipelines needed before `model: auto` fits per-item slopes"
+    )
+    guessing: Literal["fixed", "estimate"] = Field(
+        "fixed",
+        description="guessing floor of 3PL fits: fixed at 1/options, or estimated per item (under a Beta "
+        "prior centred on 1/options)",
+    )
+    hierarchical: bool = Field(
+        True,
+        description="also fit component abilities for each factor (llm, retriever, icl) that varies across "
+        "the pipelines (levels of a factor sum to zero)",
+    )
+    prune: bool = Field(
+        True,
+        description="drop the least discriminating items step by step, refitting each time; the kept "
+        "questions are written to exam_pruned.jsonl and information before/after is reported",
+    )
+    prune_model: Literal["2pl", "3pl"] = Field(
+        "3pl",
+        description="model used for pruning (it ranks per-item slopes); 3pl with `guessing: fixed` = 2PL "
+        "slopes plus the chance floor",
+    )
+    prune_fraction: float = Field(
+        0.1, gt=0, lt=1, description="share of the remaining items dropped per pruning step (at least one)"
+    )
+    prune_steps: int = Field(2, ge=1, le=20, description="pruning steps (fit, drop, refit) at most")
+    prune_min_items: int = Field(
+        10,
+        ge=2,
+        description="pruning never shrinks the exam below this; an exam this small or smaller is not pruned",
+    )
+    adaptive: bool = Field(
+        True,
+        description="replay an adaptive test on each pipeline's answers (most informative item next, EAP "
+        "ability) and compare it with the full-exam estimate",
+    )
+    adaptive_target_se: float = Field(
+        0.5,
+        gt=0,
+        description="the adaptive test stops once the ability's standard error (posterior SD, ability "
+        "scale) is at most this",
+    )
+    adaptive_max_items: int | None = Field(
+        None, ge=1, description="item budget of each adaptive test; null = every answered item"
+    )
+    icc_items: int = Field(
+        8, ge=1, le=40, description="items drawn (seeded) for the characteristic-curve plot"
+    )
 
 
 class Config(Strict):
     """Exam protocol (auto-rag-eval): multiple-choice exam from the corpus, graded by a pipeline grid."""
 
-    # Generation (skipped when `exam_file` names an existing exam JSONL).
-    exam_file: Path | None = None
-    num_questions: int = Field(20, ge=1, le=100_000, description="questions asked of the examiner")
-    questions_per_call: int = Field(1, ge=1, le=10)
-    distractors: int = Field(4, ge=3, le=8, description="wrong options asked for (3 are kept)")
-    chunk_sampling: Literal["random", "spread"] = "spread"
-    generation_max_tokens: int = Field(400, ge=64)
+    # Generation.
+    exam_file: ConfigPath | None = Field(
+        None,
+        description="existing exam JSONL to grade instead of generating one (relative paths resolve from "
+        "the current directory); missing labels are added; null = generate",
+    )
+    num_questions: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="questions asked of the examiner (before filtering; chunks are reused when there are "
+        "fewer)",
+    )
+    questions_per_call: int = Field(
+        1, ge=1, le=10, description="questions the examiner writes from one chunk in one call"
+    )
+    distractors: int = Field(
+        4,
+        ge=3,
+        le=8,
+        description="wrong options asked for per question; 3 are kept, the spares give the filters and "
+        "length balancing a choice",
+    )
+    chunk_sampling: Literal["random", "spread"] = Field(
+        "spread",
+        description="order in which chunks are used: random (seeded) or spread (round-robin over documents, "
+        "so a short exam still covers every document)",
+    )
+    generation_max_tokens: int = Field(
+        400, ge=64, description="examiner reply budget (tokens) per question asked in a call"
+    )
     filters: FilterConfig = FilterConfig()
     balance: BalanceConfig = BalanceConfig()
-    # Labels: Bloom level and question word.
-    labels: Literal["examiner", "rules"] = "examiner"
-    label_batch_size: int = Field(8, ge=1, le=50)
+    labels: Literal["examiner", "rules"] = Field(
+        "examiner",
+        description="who assigns each question's Bloom level and question word: the examiner (in batches; "
+        "rules fill what it leaves out) or rules only (no calls)",
+    )
+    label_batch_size: int = Field(8, ge=1, le=50, description="questions labelled per examiner call")
     # Grading.
     grid: GridConfig = GridConfig()
     include_candidates: bool = Field(True, description="also grade the run's `candidates:` (x icl_shots)")
-    selection: Selection = "auto"
-    selection_per_model: dict[str, Selection] = Field(default_factory=dict)
-    top_logprobs: int = Field(10, ge=2, le=20)
-    generate_max_tokens: int = Field(24, ge=1)
+    selection: Selection = Field(
+        "auto",
+        description="how a pipeline's chosen option is read: letter_logprobs (letter probabilities of a "
+        "one-token reply), generated_letter (parsed from a short reply), auto (logprobs, per item falling "
+        "back to the reply); option_loglik is not supported",
+    )
+    selection_per_model: dict[str, Selection] = Field(
+        default_factory=dict, description="`selection` per model, keyed by the name under `models`"
+    )
+    top_logprobs: int = Field(
+        10,
+        ge=2,
+        le=20,
+        description="alternatives requested for the one-token reply when reading letter probabilities",
+    )
+    generate_max_tokens: int = Field(
+        24,
+        ge=1,
+        description="reply budget (tokens) when the letter is parsed from text (generated_letter, auto's "
+        "fallback)",
+    )
     irt: IRTConfig = IRTConfig()

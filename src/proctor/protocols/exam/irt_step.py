@@ -178,8 +178,13 @@ def analyse(
             except (ValueError, np.linalg.LinAlgError) as e:
                 out["warnings"].append(f"hierarchical fit failed: {e}")
     # Pruning: drop the least discriminating items, refit on the rest, information before/after.
-    if cfg.prune:
-        min_items = max(2, min(cfg.prune_min_items, len(items) - 1))
+    if cfg.prune and len(items) <= cfg.prune_min_items:
+        out["warnings"].append(
+            f"pruning skipped: the exam has {len(items)} items, not more than irt.prune_min_items "
+            f"({cfg.prune_min_items})"
+        )
+    elif cfg.prune:
+        min_items = cfg.prune_min_items
         try:
             pr = prune_items(
                 m,

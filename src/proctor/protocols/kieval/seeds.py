@@ -286,8 +286,8 @@ def load_seed_questions(cfg: QuestionsConfig) -> tuple[list[SeedQuestion], dict[
     path = Path(cfg.path).expanduser()
     if not path.is_file():
         raise UserError(
-            f"kieval.questions.path: {path} is not a file (relative paths resolve from the current "
-            f"directory, {Path.cwd()}). Give the path of a JSONL, Parquet or CSV multiple-choice file."
+            f"kieval.questions.path: {path} is not a file. Give the path (absolute, or relative to the "
+            f"config file's folder) of a JSONL, Parquet or CSV multiple-choice file."
         )
     questions: list[SeedQuestion] = []
     skipped: Counter[str] = Counter()

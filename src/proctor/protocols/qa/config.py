@@ -12,6 +12,19 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    num_questions: int = Field(20, ge=1, le=100_000)
-    judges: list[Literal["with_reference", "without_reference"]] = ["with_reference", "without_reference"]
-    question_max_tokens: int = Field(256, ge=16)
+    num_questions: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="questions the examiner writes, one per sampled chunk (chunks are reused when there are "
+        "fewer); questions dropped as not self-contained or duplicate are not replaced",
+    )
+    judges: list[Literal["with_reference", "without_reference"]] = Field(
+        ["with_reference", "without_reference"],
+        description="LLM judges that score every answer: with_reference (against the examiner's reference "
+        "answer), without_reference (the judge's own knowledge); both = also judge agreement; "
+        "empty = exact match and F1 only",
+    )
+    question_max_tokens: int = Field(
+        256, ge=16, description="examiner reply budget (tokens) for one question and its reference answer"
+    )

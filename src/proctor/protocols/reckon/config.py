@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proctor.config_paths import ConfigFile
+
 Baseline = Literal["judge_with_reference", "judge_without_reference", "bleu", "rouge_l", "embedding"]
 ALL_BASELINES: list[Baseline] = [
     "judge_with_reference",
@@ -17,7 +19,8 @@ ALL_BASELINES: list[Baseline] = [
 
 
 class Thresholds(BaseModel):
-    """Cut-offs that turn the continuous baselines into correct/incorrect for agreement with humans."""
+    """Cut-offs that turn the continuous baselines into correct/incorrect for agreement with human labels
+    (a score at or above the cut-off counts as correct); used only with `human_labels`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,29 +39,51 @@ class Config(BaseModel):
         default_factory=list,
         description="fnmatch patterns on a chunk's file name, path, or `name#index`; empty = every chunk",
     )
-    max_chunks: int | None = Field(None, ge=1, description="sample this many chunks (seeded); None = all")
+    max_chunks: int | None = Field(None, ge=1, description="sample this many chunks (seeded); null = all")
 
     # Knowledge units.
-    max_units_per_chunk: int = Field(6, ge=1, le=50)
-    unit_max_tokens: int = Field(700, ge=64)
+    max_units_per_chunk: int = Field(
+        6, ge=1, le=50, description="most knowledge units the examiner may extract from one chunk"
+    )
+    unit_max_tokens: int = Field(
+        700, ge=64, description="examiner reply budget (tokens) for one chunk's unit extraction"
+    )
     dedup_threshold: float = Field(
         0.92, gt=0, le=1, description="cosine similarity at or above which two units are merged"
     )
-    carry_over: str | None = Field(
-        None, description="JSONL of extra units, e.g. a previous run's reckon_uncovered_units.jsonl"
+    carry_over: ConfigFile | None = Field(
+        None,
+        description="JSONL of extra units, e.g. a previous run's reckon_uncovered_units.jsonl (relative "
+        "paths are relative to the config file)",
     )
 
     # Clustering.
-    cluster_method: Literal["auto", "kmeans", "minibatch", "agglomerative"] = "auto"
-    k_selection: Literal["target_size", "silhouette"] = "target_size"
-    target_cluster_size: int = Field(5, ge=1, le=200)
+    cluster_method: Literal["auto", "kmeans", "minibatch", "agglomerative"] = Field(
+        "auto",
+        description="kmeans (k-means++, 10 restarts), minibatch (MiniBatchKMeans), agglomerative (Ward, "
+        "deterministic); auto: kmeans below `minibatch_above` units, minibatch from there on",
+    )
+    k_selection: Literal["target_size", "silhouette"] = Field(
+        "target_size",
+        description="number of clusters: target_size (k = units / target_cluster_size) or silhouette (the k "
+        "with the best mean cosine silhouette, for corpora with very uneven topics)",
+    )
+    target_cluster_size: int = Field(
+        5,
+        ge=1,
+        le=200,
+        description="units per cluster aimed at, i.e. facts one question asks for; sets k (and the range "
+        "of k searched with `silhouette`)",
+    )
     max_cluster_size: int | None = Field(
         None, ge=1, description="larger clusters are split in two until they fit; default 2 x target"
     )
     minibatch_above: int = Field(2000, ge=2, description="`auto` uses MiniBatchKMeans from this many units")
 
     # Questions and answers.
-    question_max_tokens: int = Field(300, ge=32)
+    question_max_tokens: int = Field(
+        300, ge=32, description="examiner reply budget (tokens) for one cluster question"
+    )
     answer_max_tokens: int = Field(
         400, ge=16, description="candidates' reply budget for cluster questions (they ask for several facts)"
     )
@@ -67,22 +92,46 @@ class Config(BaseModel):
     extract_mode: Literal["cluster", "unit"] = Field(
         "cluster", description="stage 1: one call per answer and cluster, or one per answer and unit"
     )
-    extract_max_tokens: int = Field(700, ge=32)
-    judge_max_tokens: int = Field(200, ge=32)
+    extract_max_tokens: int = Field(
+        700, ge=32, description="judge reply budget (tokens) for one stage-1 extraction call"
+    )
+    judge_max_tokens: int = Field(
+        200, ge=32, description="judge reply budget (tokens) for one stage-2 verdict on a unit"
+    )
     excerpt_min_overlap: float = Field(
-        0.5, ge=0, le=1, description="share of an excerpt's word pairs that must occur in the answer"
+        0.5,
+        ge=0,
+        le=1,
+        description="share of an excerpt's word pairs that must occur in the answer; below it the unit is "
+        "uncovered without a stage-2 call (the extractor copied the reference)",
     )
 
-    # Rounds.
-    max_rounds: int = Field(4, ge=1, le=50)
+    max_rounds: int = Field(
+        4,
+        ge=1,
+        le=50,
+        description="rounds per candidate: uncovered and failed units are re-clustered and re-asked until "
+        "all are judged, a round judges nothing new, or this many rounds",
+    )
 
-    # Baselines on the same units and candidates.
-    baselines: list[Baseline] = Field(default_factory=lambda: list(ALL_BASELINES))
-    baseline_question_max_tokens: int = Field(200, ge=32)
+    baselines: list[Baseline] = Field(
+        default_factory=lambda: list(ALL_BASELINES),
+        description="per-unit reference-QA baselines on the same units and candidates: LLM judge with or "
+        "without the reference answer, BLEU, ROUGE-L, embedding cosine; empty = none",
+    )
+    baseline_question_max_tokens: int = Field(
+        200,
+        ge=32,
+        description="examiner reply budget (tokens) for one baseline question and its reference answer",
+    )
     thresholds: Thresholds = Thresholds()
 
     # Meta-evaluation and report.
-    human_labels: str | None = Field(None, description="JSONL of human labels (see README, reckon)")
+    human_labels: ConfigFile | None = Field(
+        None,
+        description="JSONL of human correct/incorrect labels per (unit, candidate) item for the "
+        "meta-evaluation (see README, reckon); null = none",
+    )
     examples: int = Field(12, ge=0, le=1000, description="example judgments shown in the report")
 
     @model_validator(mode="after")

@@ -45,7 +45,7 @@ def load_labels(path_str: str) -> dict[str, int]:
     if not path.is_file():
         raise UserError(
             f"reckon.human_labels: file '{path}' not found. Give the path (absolute, or relative to the "
-            f"folder you run proctor from) of a JSONL label file; see the reckon section of README.md for "
+            f"config file's folder) of a JSONL label file; see the reckon section of README.md for "
             f"its format."
         )
     out: dict[str, int] = {}

@@ -193,7 +193,7 @@ def load_carry_over(path_str: str) -> list[dict[str, Any]]:
     if not path.is_file():
         raise UserError(
             f"reckon.carry_over: file '{path}' not found. Give the path (absolute, or relative to the "
-            f"folder you run proctor from) of a JSONL file of units, e.g. an earlier run's "
+            f"config file's folder) of a JSONL file of units, e.g. an earlier run's "
             f"reckon_uncovered_units.jsonl."
         )
     units = []
