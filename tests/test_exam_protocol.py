@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from proctor.models.retry import RetryableError
-from proctor.models.scripted import register_script
+from proctor.models.scripted import register_scorer, register_script
 from proctor.models.types import RawReply, TokenLogprob, Usage
 from proctor.runner import run_config
 
@@ -316,6 +316,55 @@ exam:
     con = sqlite3.connect(result.run_dir / "run.sqlite")
     assert con.execute("SELECT COUNT(*) FROM model_calls WHERE role='examiner'").fetchone()[0] == 0
     assert (result.run_dir / "exam.jsonl").read_text() == (first.run_dir / "exam.jsonl").read_text()
+
+
+def loglik_scorer(prefix: str, token: str) -> float:
+    """Prompt logprobs for option_loglik: the tokens spelling the true answer after the last "Answer:"
+    are likely, anything else is not."""
+    head, sep, after = prefix.rpartition("Answer:")
+    if not sep:
+        return -1.0
+    truth = ANSWERS.get(re.sub(r"\s*<script>.*$", "", _question(head)), "")
+    return -0.1 if truth.startswith((after + token).strip()) else -2.0
+
+
+register_script("exam-scorer", reader)
+register_scorer("exam-scorer", loglik_scorer)
+
+
+def test_exam_grades_by_option_loglik_when_the_model_has_prompt_logprobs(
+    exam_config: Path, tmp_path: Path
+) -> None:
+    text = exam_config.read_text()
+    text = text.replace(
+        "  chatty: scripted/exam-chatty\n", "  chatty: scripted/exam-chatty\n  scorer: scripted/exam-scorer\n"
+    )
+    text = text.replace(
+        "grid: {llms: [reader, chatty], retrievers: [closed_book, bm25, oracle], icl_shots: [0, 2], k: 1}",
+        "grid: {llms: [scorer, chatty], retrievers: [closed_book], icl_shots: [0, 1], k: 1}",
+    )
+    text = text.replace("candidates:\n  - {name: dead, model: broken}\n", "")
+    exam_config.write_text(text)
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    pipes = result.summary["pipelines"]
+    for icl in (0, 1):
+        scorer = pipes[f"scorer/closed_book/icl{icl}"]
+        assert scorer["methods"] == {"option_loglik": 10} and scorer["accuracy"]["value"] == 1.0
+    assert pipes["chatty/closed_book/icl0"]["methods"] == {"generated_letter": 7}
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    rows = [json.loads(r[0]) for r in con.execute("SELECT data FROM items WHERE kind='exam_response'")]
+    mine = [r for r in rows if r["pipeline"].startswith("scorer/")]
+    assert len(mine) == 20
+    for r in mine:
+        assert r["method_requested"] == "auto" and r["fallback"] is None
+        assert max(r["scores"], key=r["scores"].get) == r["selected"] == r["answer"]
+        assert set(r["logliks"]) == set("ABCD") and max(r["probs"], key=r["probs"].get) == r["selected"]
+    chatty = next(r for r in rows if r["pipeline"].startswith("chatty/") and r.get("fallback"))
+    assert chatty["fallback"] == "the server returns no prompt logprobs; no logprobs returned"
+    # Served from the cache on a re-run, option scores included.
+    again = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    total, cached = _calls(again.run_dir)
+    assert total == cached > 0
 
 
 def test_exam_config_errors(exam_config: Path, tmp_path: Path) -> None:

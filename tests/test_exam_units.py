@@ -16,12 +16,15 @@ from proctor.candidates.multiple_choice import (
     check_method,
     letter_of_token,
     letter_probs,
+    loglik_prompt_from_messages,
     parse_letter,
     select_option,
 )
-from proctor.errors import StructuredOutputError, UserError
+from proctor.errors import ModelCallError, StructuredOutputError, UserError
 from proctor.models import get_model
-from proctor.models.scripted import register_script
+from proctor.models.cache import CallCache
+from proctor.models.recording import Budget, call_scope
+from proctor.models.scripted import register_scorer, register_script
 from proctor.models.types import RawReply, TokenLogprob, Usage
 from proctor.protocols.exam.assemble import (
     assemble_exam,
@@ -113,16 +116,121 @@ async def test_select_option_methods() -> None:
     sel = await select_option(lp, [{"role": "user", "content": "q"}], CHOICES, method="auto")
     assert (sel.letter, sel.index, sel.method) == ("C", 2, "letter_logprobs")
     assert sel.probs["C"] == pytest.approx(2 / 3) and sel.letter_mass == pytest.approx(0.9)
+    assert sel.fallback == "the server returns no prompt logprobs" and sel.scores is None
     prose = get_model("scripted/mc-prose", cache=False)
     sel = await select_option(prose, [{"role": "user", "content": "q"}], CHOICES, method="auto")
     assert (sel.letter, sel.method) == ("B", "generated_letter")
-    assert sel.fallback == "no logprobs returned"
+    assert sel.fallback == "the server returns no prompt logprobs; no logprobs returned"
     with pytest.raises(StructuredOutputError):
         await select_option(prose, [{"role": "user", "content": "q"}], CHOICES, method="letter_logprobs")
+    # option_loglik is a method now: refused up front only for a model known to lack prompt logprobs.
+    check_method("option_loglik", "exam.selection")
     with pytest.raises(UserError, match="prompt logprobs"):
-        check_method("option_loglik", "exam.selection")
+        check_method("option_loglik", "exam.selection", prose)
+    with pytest.raises(ModelCallError) as err:
+        await select_option(prose, [{"role": "user", "content": "q"}], CHOICES, method="option_loglik")
+    assert err.value.cause == "unsupported"
     with pytest.raises(UserError, match="unknown"):
         check_method("telepathy", "exam.selection")
+
+
+def _year_scores(prefix: str, token: str) -> float:
+    """Token scores making option C ("the year 1815") win per token but lose on the raw sum: B's one token
+    is -2.0, C's three tokens sum to -2.1 (mean -0.7)."""
+    after = prefix.rsplit("Answer:", 1)[-1]
+    if prefix.endswith("Answer:"):
+        return {" 1742": -3.0, " 1790": -2.0, " the": -1.0, " 1901": -4.0}.get(token, -5.0)
+    if after == " the":
+        return -0.5 if token == " year" else -5.0
+    if after == " the year":
+        return -0.6 if token == " 1815" else -5.0
+    return -1.0
+
+
+register_script("mc-loglik", _lp_reply)
+register_scorer("mc-loglik", _year_scores)
+
+
+async def test_option_loglik_with_a_scripted_scorer() -> None:
+    model = get_model("scripted/mc-loglik", cache=False)
+    check_method("option_loglik", "exam.selection", model)
+    for method in ("auto", "option_loglik"):
+        sel = await select_option(model, [{"role": "user", "content": "q"}], CHOICES, method=method)
+        assert (sel.letter, sel.method, sel.fallback) == ("C", "option_loglik", None)
+        assert sel.scores == pytest.approx({"A": -3.0, "B": -2.0, "C": -0.7, "D": -4.0})
+    assert loglik_prompt_from_messages([{"role": "user", "content": "q"}]) == "q\n\nAnswer:"
+
+
+async def test_option_loglik_over_http_normalises_by_length(tmp_path: Path) -> None:
+    """The option the server scores highest per token wins, although another has the higher raw sum; the
+    echo requests are cached, so the same selection again makes no HTTP call."""
+    messages = [{"role": "system", "content": "Pick one."}, {"role": "user", "content": "When?"}]
+    with MockServer(prompt_logprob=_year_scores) as server:
+        model = get_model("openai/mock", base_url=server.base_url, cache=CallCache(tmp_path / "c.sqlite"))
+        try:
+            sel = await select_option(model, messages, CHOICES)
+            assert (sel.letter, sel.index, sel.method, sel.text) == ("C", 2, "option_loglik", "the year 1815")
+            assert sel.logliks["B"] == [-2.0, 1, 5]
+            assert sel.logliks["C"] == [pytest.approx(-2.1), 3, 14]
+            assert sel.logliks["B"][0] > sel.logliks["C"][0]  # the raw sum would have picked B
+            assert sel.scores["C"] == pytest.approx(-0.7) and max(sel.probs, key=sel.probs.get) == "C"
+            assert sum(sel.probs.values()) == pytest.approx(1.0)
+            assert not server.chat_requests()
+            prompt = "Pick one.\n\nWhen?\n\nAnswer:"
+            scored = [r.body["prompt"] for r in server.completion_requests()[1:]]  # after the probe
+            assert sorted(scored) == sorted(f"{prompt} {c}" for c in CHOICES)
+            assert all(r.body["echo"] is True and r.body["max_tokens"] == 1 for r in server.requests)
+            n = server.count
+            again = await select_option(model, messages, CHOICES)
+            assert again == sel and server.count == n  # all from the cache
+            # An explicit template is used as given.
+            await select_option(model, messages, CHOICES, loglik_prompt="Q: When?\nAnswer:")
+            assert server.requests[-1].body["prompt"].startswith("Q: When?\nAnswer: ")
+        finally:
+            await model.aclose()
+
+
+@pytest.mark.parametrize("mode", ["reject", "ignore"])
+async def test_auto_falls_back_to_letter_logprobs_without_echo(mode: str) -> None:
+    """A server that refuses echo (400) or ignores it: one probe per model, then letter logprobs, and
+    each item says why."""
+    with MockServer(reply=lambda body: "D", echo_mode=mode) as server:
+        model = get_model("openai/mock", base_url=server.base_url, cache=False, max_retries=3)
+        try:
+            for q in ("q1", "q2", "q3"):
+                sel = await select_option(model, [{"role": "user", "content": q}], CHOICES)
+                assert (sel.letter, sel.method) == ("D", "letter_logprobs")
+                assert sel.fallback == "the server returns no prompt logprobs"
+            assert len(server.completion_requests()) == 1 and len(server.chat_requests()) == 3
+            with pytest.raises(ModelCallError) as err:
+                await select_option(
+                    model, [{"role": "user", "content": "q"}], CHOICES, method="option_loglik"
+                )
+            assert err.value.cause == "unsupported" and len(server.completion_requests()) == 1
+        finally:
+            await model.aclose()
+
+
+async def test_option_loglik_retries_and_budget() -> None:
+    """Echo requests take the ordinary path: transient faults are retried, a spent budget sends nothing."""
+    with MockServer(
+        prompt_logprob=_year_scores, fault_rate=1.0, fault_kinds=("500",), fault_first_n=1
+    ) as server:
+        model = get_model("openai/mock", base_url=server.base_url, cache=False, retry_base_delay_s=0.01)
+        try:
+            sel = await select_option(
+                model, [{"role": "user", "content": "q"}], CHOICES, method="option_loglik"
+            )
+            assert sel.letter == "C"
+            assert sum(r.fault == "500" for r in server.requests) == 5  # probe + 4 options, once each
+            fresh = get_model("openai/mock", base_url=server.base_url, cache=False)
+            server.reset()
+            with call_scope(budget=Budget(limit_usd=0.0)), pytest.raises(ModelCallError) as err:
+                await select_option(fresh, [{"role": "user", "content": "q"}], CHOICES)
+            assert err.value.cause == "budget" and server.count == 0
+            await fresh.aclose()
+        finally:
+            await model.aclose()
 
 
 async def test_select_option_over_http() -> None:
@@ -133,7 +241,7 @@ async def test_select_option_over_http() -> None:
         last = body["messages"][-1]["content"]
         return replies[last]
 
-    with MockServer(reply=reply) as server:
+    with MockServer(reply=reply, echo_mode="reject") as server:  # a chat server: no prompt logprobs
         model = get_model("openai/mock", base_url=server.base_url, cache=False)
         try:
             sel = await select_option(model, [{"role": "user", "content": "q1"}], CHOICES, top_logprobs=5)
@@ -142,7 +250,10 @@ async def test_select_option_over_http() -> None:
             assert body["logprobs"] is True and body["top_logprobs"] == 5 and body["max_tokens"] == 1
             sel = await select_option(model, [{"role": "user", "content": "q2"}], CHOICES)
             assert (sel.letter, sel.method) == ("A", "generated_letter")
-            assert sel.fallback == "no option letter among the top logprobs"
+            assert (
+                sel.fallback
+                == "the server returns no prompt logprobs; no option letter among the top logprobs"
+            )
         finally:
             await model.aclose()
 
@@ -423,3 +534,13 @@ def test_exam_file_errors_name_the_line(tmp_path: Path, line: str, needle: str) 
     with pytest.raises(UserError, match=needle) as e:
         read_exam(path)
     assert "line 2" in str(e.value)
+
+
+def test_answer_loglik_prompt_answers_examples_with_option_text() -> None:
+    from proctor.protocols.exam.grading import answer_loglik_prompt
+
+    q = {"question": "When?", "choices": CHOICES}
+    ex = {"question": "Who?", "choices": ["Ann", "Bo", "Cy", "Di"], "answer": "B"}
+    text = answer_loglik_prompt(q, [ex], [])
+    assert "Question: Who?\nA. Ann\nB. Bo\nC. Cy\nD. Di\nAnswer: Bo\n\nQuestion: When?\nA. 1742\n" in text
+    assert text.endswith("D. 1901\nAnswer:")

@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from proctor.errors import ModelCallError, UserError
 from proctor.models import Model, get_model
@@ -304,3 +305,132 @@ def test_mock_rules_and_reset() -> None:
         assert server.count == 2
         server.reset()
         assert server.count == 0 and server.requests == []
+
+
+# --- prompt logprobs (echo on /v1/completions) ------------------------------------------------------
+
+
+def _answer_scores(prefix: str, token: str) -> float:
+    """Mock scorer: the word right after "Answer:" gets a chosen logprob, every other token -1."""
+    if prefix.endswith("Answer:"):
+        return {" Paris": -0.25, " Lyon": -3.0}.get(token, -1.0)
+    return -1.0
+
+
+async def test_prompt_logprobs_go_through_the_call_path(
+    mock_server: MockServer, make_model: MakeModel, tmp_path: Path
+) -> None:
+    mock_server.configure(prompt_logprob=_answer_scores)
+    records: list[CallRecord] = []
+
+    class Rec:
+        def record_call(self, r: CallRecord) -> None:
+            records.append(r)
+
+    model = make_model(cache=CallCache(tmp_path / "calls.sqlite"))
+    text = "Capital of France?\nAnswer: Paris"
+    with call_scope(recorder=Rec(), role="candidate", item_key="q1"):
+        tokens = await model.prompt_logprobs(text)
+        again = await model.prompt_logprobs(text)
+    (req,) = mock_server.requests  # the second call was a cache hit
+    assert req.path == "/v1/completions"
+    assert req.body == {
+        "model": "mock",
+        "prompt": text,
+        "echo": True,
+        "logprobs": 1,
+        "max_tokens": 1,
+        "temperature": 0.0,
+    }
+    # The first token (no logprob) and the generated one are left out; offsets index into the text.
+    assert [t.token for t in tokens] == [" of", " France?", "\nAnswer:", " Paris"]
+    assert [text[t.offset : t.offset + len(t.token)] for t in tokens] == [t.token for t in tokens]
+    assert tokens[-1].logprob == -0.25 and again == tokens
+    assert [(r.cached, r.role, r.item_key, r.prompt_tokens) for r in records] == [
+        (False, "candidate", "q1", 5),
+        (True, "candidate", "q1", 5),
+    ]
+    score = await model.continuation_logprob("Capital of France?\nAnswer:", " Paris")
+    assert (score.logprob_sum, score.n_tokens, score.n_chars, score.cached) == (-0.25, 1, 6, True)
+    assert mock_server.count == 1  # the same text: served from the cache
+    # The echo flag is part of the cache key: a chat call with the same message is a different request.
+    await model.generate([{"role": "user", "content": text}], max_tokens=1, top_logprobs=1, seed=None)
+    assert mock_server.chat_requests() and mock_server.count == 2
+
+
+@pytest.mark.parametrize("mode", ["reject", "ignore"])
+async def test_servers_without_prompt_logprobs_are_unsupported_not_retried(
+    mock_server: MockServer, make_model: MakeModel, tmp_path: Path, mode: str
+) -> None:
+    """A 400 to echo (chat servers) and an ignored echo (the embedded llama.cpp server) are both a typed
+    "unsupported", sent once, and the probe's answer is kept on the model and in the cache."""
+    mock_server.configure(echo_mode=mode)
+    cache = CallCache(tmp_path / "calls.sqlite")
+    model = make_model(cache=cache, max_retries=3)
+    with pytest.raises(ModelCallError) as err:
+        await model.prompt_logprobs("Question: 2+2?\nAnswer: 4")
+    assert err.value.cause == "unsupported" and mock_server.count == 1
+    assert await model.supports_prompt_logprobs() is False
+    assert await model.supports_prompt_logprobs() is False
+    assert mock_server.count == 2  # one probe, then remembered
+    assert await make_model(cache=cache).supports_prompt_logprobs() is False
+    assert mock_server.count == 2  # a new model on the same cache does not ask again
+
+
+async def test_probe_finds_echo_support_once(mock_server: MockServer, make_model: MakeModel) -> None:
+    model = make_model()
+    results = await asyncio.gather(*(model.supports_prompt_logprobs() for _ in range(5)))
+    assert results == [True] * 5
+    assert len(mock_server.completion_requests()) == 1  # concurrent askers share one probe
+
+
+async def test_prompt_logprobs_are_retried_on_transient_faults(
+    mock_server: MockServer, make_model: MakeModel
+) -> None:
+    mock_server.configure(
+        prompt_logprob=_answer_scores, fault_rate=1.0, fault_kinds=["500", "429"], fault_first_n=1
+    )
+    score = await make_model().continuation_logprob("Capital of France?\nAnswer:", " Lyon")
+    assert score.logprob_sum == -3.0
+    assert [r.fault is not None for r in mock_server.requests] == [True, False]
+
+
+async def test_501_on_echo_is_unsupported_not_retried(make_model: MakeModel) -> None:
+    async def handler(request: web.Request) -> web.Response:
+        calls.append(request.path)
+        return web.json_response({"error": "not implemented"}, status=501)
+
+    calls: list[str] = []
+    app = web.Application()
+    app.router.add_post("/v1/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        model = make_model(base_url=f"http://127.0.0.1:{port}/v1", max_retries=3)
+        assert await model.supports_prompt_logprobs() is False
+        assert calls == ["/v1/completions"]
+    finally:
+        await runner.cleanup()
+
+
+def test_echo_reply_parsing_vllm_and_llamacpp_shapes() -> None:
+    from proctor.models.openai_compat import _parse_echo_logprobs
+
+    text = "Hi there"
+    vllm = {  # legacy format: first logprob null, a generated token after the prompt
+        "tokens": ["Hi", " there", "!"],
+        "token_logprobs": [None, -0.5, -0.1],
+        "top_logprobs": [None, {" there": -0.5}, {"!": -0.1}],
+        "text_offset": [0, 2, 8],
+    }
+    (tok,) = _parse_echo_logprobs(vllm, text, n_prompt=2) or []
+    assert (tok.token, tok.logprob, tok.offset, tok.top) == (" there", -0.5, 2, {" there": -0.5})
+    assert [t.token for t in _parse_echo_logprobs(vllm, text, n_prompt=0) or []] == [" there"]
+    # What the embedded llama.cpp server sends for echo: the generated token only (seen in a probe).
+    llamacpp = {"content": [{"id": 198, "token": "\n", "logprob": -0.27, "top_logprobs": []}]}
+    assert _parse_echo_logprobs(llamacpp, text, n_prompt=12) is None
+    assert _parse_echo_logprobs(llamacpp, text, n_prompt=0) is None
+    assert _parse_echo_logprobs(None, text, n_prompt=2) is None

@@ -16,10 +16,19 @@ from proctor.errors import UserError
 from proctor.models.base import Model, Prices, Provider
 from proctor.models.cache import CallCache, default_cache_dir
 from proctor.models.retry import RetryPolicy
-from proctor.models.types import Completion, GenerationParams, Message, RawReply, TokenLogprob, Usage
+from proctor.models.types import (
+    Completion,
+    ContinuationScore,
+    GenerationParams,
+    Message,
+    RawReply,
+    TokenLogprob,
+    Usage,
+)
 
 __all__ = [
     "Completion",
+    "ContinuationScore",
     "GenerationParams",
     "Message",
     "Model",

@@ -1,7 +1,8 @@
 """The one model-call path: cache -> concurrency limit -> retries -> structured output -> usage and cost.
 
 Providers only know how to make one request (`Provider.complete`); everything else lives here so that
-every provider and every role behaves the same.
+every provider and every role behaves the same. Prompt logprobs (`Model.prompt_logprobs`, used to score
+multiple-choice options) take the same path: they are a request with `GenerationParams.echo_prompt`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,28 @@ from proctor.models.cache import CallCache, cache_key
 from proctor.models.recording import CallRecord, current_scope
 from proctor.models.retry import RetryableError, RetryPolicy
 from proctor.models.structured import ParseError, parse_json, reask_message
-from proctor.models.types import Completion, GenerationParams, Message, RawReply, TokenLogprob, Usage
+from proctor.models.types import (
+    Completion,
+    ContinuationScore,
+    GenerationParams,
+    Message,
+    RawReply,
+    TokenLogprob,
+    Usage,
+)
+
+# Scored once per model (per cache) to learn whether its server returns prompt logprobs.
+PROBE_TEXT = "Question: What is the capital of France?\nAnswer: Paris"
+_PROBE_VERSION = 1
 
 
 class Provider(Protocol):
     """One request to one backend. Raise `RetryableError` for transient failures, `ModelCallError` or
-    `UserError` for permanent ones."""
+    `UserError` for permanent ones.
+
+    A provider may declare `supports_prompt_logprobs` (True/False; absent or None: unknown, probed once).
+    For a request with `params.echo_prompt` it scores the text of the single user message and returns
+    its token logprobs, or raises `ModelCallError` with cause "unsupported"."""
 
     provider: str
     model: str
@@ -90,6 +107,7 @@ class Model:
         self.max_reasks = max_reasks
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self._inflight: dict[int, dict[str, asyncio.Future[RawReply]]] = {}
+        self._prompt_logprobs_ok: bool | None = None
 
     def __repr__(self) -> str:
         return f"Model({self.spec})"
@@ -162,6 +180,76 @@ class Model:
                 cost_usd=cost,
             )
         raise AssertionError("unreachable")
+
+    async def prompt_logprobs(self, text: str) -> list[TokenLogprob]:
+        """The log-probability of each token of `text` given the text before it, with its character offset.
+
+        Sent as a raw-text completions request with echo (the text travels as the single user message of
+        an `echo_prompt` request), so it is cached, retried, budgeted and recorded like any call. The first
+        token has no logprob and is left out. Raises `ModelCallError` with cause "unsupported" when the
+        server returns no prompt logprobs (refuses or ignores echo)."""
+        reply, _ = await self._echo(text)
+        return list(reply.logprobs or [])
+
+    async def continuation_logprob(self, prompt: str, continuation: str) -> ContinuationScore:
+        """Log-likelihood of `continuation` right after `prompt`, scored as one text (prompt + continuation).
+
+        A token belongs to the continuation when it ends after the prompt does, so a token spanning the
+        boundary counts (start continuations with a space, as after "Answer:", and none does)."""
+        text = prompt + continuation
+        reply, cached = await self._echo(text)
+        tokens = sorted(reply.logprobs or [], key=lambda t: t.offset or 0)
+        if any(t.offset is None for t in tokens):
+            raise ModelCallError(f"{self.spec}: prompt logprobs came without offsets", cause="unsupported")
+        ends = [t.offset for t in tokens[1:]] + [len(text)]
+        picked = [t for t, end in zip(tokens, ends, strict=True) if end is not None and end > len(prompt)]
+        if not picked:
+            raise ModelCallError(
+                f"{self.spec}: the server scored no token of the continuation {continuation[:40]!r}",
+                cause="unsupported",
+            )
+        return ContinuationScore(
+            logprob_sum=sum(t.logprob for t in picked),
+            n_tokens=len(picked),
+            n_chars=len(continuation),
+            usage=reply.usage,
+            cached=cached,
+        )
+
+    async def supports_prompt_logprobs(self) -> bool:
+        """Whether this model's server returns prompt logprobs: declared by the provider, else probed with
+        one short request. The answer is kept on the model and in the call cache (a refusal too, so a
+        cached re-run never asks again, nor starts a local server to find out); transient failures raise."""
+        declared = getattr(self.provider, "supports_prompt_logprobs", None)
+        if declared is not None:
+            return bool(declared)
+        if self._prompt_logprobs_ok is not None:
+            return self._prompt_logprobs_ok
+        key = cache_key(self.provider.identity(), {"probe": "prompt_logprobs", "version": _PROBE_VERSION})
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            ok = bool(hit["supported"])
+        else:
+            try:
+                ok = bool(await self.prompt_logprobs(PROBE_TEXT))
+            except ModelCallError as e:
+                if e.cause != "unsupported":
+                    raise
+                ok = False
+            if self.cache is not None:
+                self.cache.put(key, {"supported": ok})
+        self._prompt_logprobs_ok = ok
+        return ok
+
+    async def _echo(self, text: str) -> tuple[RawReply, bool]:
+        if getattr(self.provider, "supports_prompt_logprobs", None) is False:
+            raise ModelCallError(f"{self.spec}: the server returns no prompt logprobs", cause="unsupported")
+        # One generated token: servers that reject max_tokens=0 are common; the provider drops it.
+        params = GenerationParams(
+            temperature=0.0, max_tokens=1, seed=None, logprobs=True, top_logprobs=1, echo_prompt=True
+        )
+        reply, cached, _ = await self._call([{"role": "user", "content": text}], params)
+        return reply, cached
 
     async def _call(self, messages: list[Message], params: GenerationParams) -> tuple[RawReply, bool, float]:
         """One request through cache, limiter and retries; recorded in the scope's recorder.

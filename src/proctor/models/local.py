@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from proctor.errors import UserError
+from proctor.errors import ModelCallError, UserError
 from proctor.models.cache import default_cache_dir
 from proctor.models.openai_compat import OpenAICompatProvider
 from proctor.models.types import GenerationParams, Message, RawReply
@@ -460,6 +460,9 @@ class LocalProvider(OpenAICompatProvider):
         )
         self.packaged = model
         self.settings = settings
+        # Probed on xllamacpp 2026.10: /v1/completions with echo answers 200 with the generated token's
+        # logprobs only (no prompt logprobs), so option log-likelihood is off and nothing is sent to ask.
+        self.supports_prompt_logprobs = False
         self.n_parallel = settings.n_parallel  # the default concurrency (read by get_model)
         self.startup_timeout_s = startup_timeout_s
         self.server: LocalServer | None = None
@@ -476,6 +479,10 @@ class LocalProvider(OpenAICompatProvider):
         return self.base_url
 
     async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
+        if params.echo_prompt and not self.supports_prompt_logprobs:
+            raise ModelCallError(
+                f"{self.where}: the embedded llama.cpp server returns no prompt logprobs", cause="unsupported"
+            )
         if self.server is None or not self.server.running:
             await asyncio.to_thread(self.ensure_server)
         return await super().complete(messages, params)

@@ -1,5 +1,12 @@
 """OpenAI-compatible chat completions over HTTP (OpenAI, vLLM, Ollama, llama.cpp server, ...).
 
+Prompt logprobs (`GenerationParams.echo_prompt`) use the legacy text endpoint instead: POST
+`{base_url}/completions` with `prompt`, `echo: true`, `logprobs: N`, `max_tokens: 1`; the reply's
+`choices[0].logprobs` holds `tokens`, `token_logprobs` (the first null), `top_logprobs` and `text_offset`
+for the prompt followed by the generated token (vLLM, OpenAI's completion models). A server that refuses
+echo (400/404/405/422/501: OpenAI's chat models, older llama.cpp) or ignores it (the embedded llama.cpp
+server answers with the generated token's logprobs only) is reported as cause "unsupported", never retried.
+
 aiohttp rather than the openai SDK: the call path sits in front of every request, and aiohttp keeps
 per-call CPU low enough to stay near a bare client's throughput (see bench/README.md).
 """
@@ -77,6 +84,7 @@ class OpenAICompatProvider:
         self._api_key = resolve_api_key(api_key_env, self.base_url, where)
         self._identity_override = identity_override
         self.supports_json_schema = True
+        self.supports_prompt_logprobs: bool | None = None  # unknown: `Model.supports_prompt_logprobs` probes
         self._sessions: dict[int, aiohttp.ClientSession] = {}
 
     def identity(self) -> dict[str, Any]:
@@ -122,6 +130,8 @@ class OpenAICompatProvider:
         return body
 
     async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
+        if params.echo_prompt:
+            return await self._complete_echo(messages, params)
         with_schema = self.supports_json_schema
         status, text, headers = await self._post(self._body(messages, params, with_schema))
         if (
@@ -163,9 +173,63 @@ class OpenAICompatProvider:
             finish_reason=choice.get("finish_reason"),
         )
 
-    async def _post(self, body: dict[str, Any]) -> tuple[int, str, Any]:
+    async def _complete_echo(self, messages: list[Message], params: GenerationParams) -> RawReply:
+        if len(messages) != 1 or messages[0]["role"] != "user":
+            raise ValueError("an echo_prompt request carries its text as one user message")
+        text = messages[0]["content"]
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": text,
+            "echo": True,
+            "logprobs": max(1, params.top_logprobs),
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+        }
+        if params.seed is not None:
+            body["seed"] = params.seed
+        status, reply_text, headers = await self._post(body, "/completions")
+        if status in (401, 403):
+            raise UserError(
+                f"{self.where}: {self.base_url} refused the credentials (HTTP {status}). "
+                f"Check the API key in the variable named by api_key_env."
+            )
+        if status in _ECHO_REFUSED:
+            raise ModelCallError(
+                f"{self.where}: {self.base_url}/completions gives no prompt logprobs (HTTP {status}: "
+                f"{reply_text[:200]})",
+                cause="unsupported",
+                status=status,
+            )
+        if status == 429 or status == 408 or status >= 500:
+            raise RetryableError(
+                f"HTTP {status}",
+                cause=f"http_{status}",
+                status=status,
+                retry_after=parse_retry_after(headers.get("Retry-After")),
+            )
+        if status >= 400:
+            raise ModelCallError(
+                f"{self.where}: HTTP {status}: {reply_text[:300]}", cause=f"http_{status}", status=status
+            )
         try:
-            async with self._session().post(f"{self.base_url}/chat/completions", json=body) as resp:
+            data = json.loads(reply_text)
+            choice = data["choices"][0]
+            echoed = str(choice.get("text") or "")
+            u = data.get("usage") or {}
+            usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            raise RetryableError(f"malformed response body: {e}", cause="bad_response") from None
+        tokens = _parse_echo_logprobs(choice.get("logprobs"), text, usage.prompt_tokens)
+        if tokens is None:
+            raise ModelCallError(
+                f"{self.where}: {self.base_url}/completions ignored echo (no prompt logprobs in the reply)",
+                cause="unsupported",
+            )
+        return RawReply(text=echoed, usage=usage, logprobs=tokens, finish_reason=choice.get("finish_reason"))
+
+    async def _post(self, body: dict[str, Any], path: str = "/chat/completions") -> tuple[int, str, Any]:
+        try:
+            async with self._session().post(f"{self.base_url}{path}", json=body) as resp:
                 text = await resp.text()
                 return resp.status, text, resp.headers
         except TimeoutError:
@@ -191,6 +255,69 @@ def _parse_logprobs(lp: Any) -> list[TokenLogprob] | None:
     for t in lp["content"]:
         top = {a["token"]: float(a["logprob"]) for a in (t.get("top_logprobs") or [])}
         out.append(TokenLogprob(token=t["token"], logprob=float(t["logprob"]), top=top))
+    return out
+
+
+# Statuses meaning "this server or model does not do echo": bad request (echo or logprobs rejected), no
+# such endpoint or model (chat-only servers and models), unprocessable, not implemented.
+_ECHO_REFUSED = (400, 404, 405, 422, 501)
+
+
+def _parse_echo_logprobs(lp: Any, text: str, n_prompt: int) -> list[TokenLogprob] | None:
+    """The prompt's scored tokens from an echo reply (legacy or chat-style logprobs), or None when the
+    reply does not cover the prompt (the server ignored echo)."""
+    if not isinstance(lp, dict):
+        return None
+    try:
+        if isinstance(lp.get("tokens"), list):  # legacy completions format
+            toks = [str(t) for t in lp["tokens"]]
+            lps = list(lp.get("token_logprobs") or [None] * len(toks))
+            tops = list(lp.get("top_logprobs") or [None] * len(toks))
+            offsets = lp.get("text_offset")
+        elif isinstance(lp.get("content"), list):  # chat-style entries on a completions endpoint
+            toks = [str(t["token"]) for t in lp["content"]]
+            lps = [t.get("logprob") for t in lp["content"]]
+            tops = [{a["token"]: a["logprob"] for a in t.get("top_logprobs") or []} for t in lp["content"]]
+            offsets = None
+        else:
+            return None
+    except (KeyError, TypeError, AttributeError):
+        return None
+    if not toks or len(lps) != len(toks):
+        return None
+    if not (
+        isinstance(offsets, list) and len(offsets) == len(toks) and all(isinstance(o, int) for o in offsets)
+    ):
+        offsets, pos = [], 0
+        for t in toks:
+            offsets.append(pos)
+            pos += len(t)
+    # Echo honoured: at least as many entries as the server counted prompt tokens, or (no count) the tokens
+    # spell the prompt. The embedded llama.cpp server sends the one generated token only.
+    if n_prompt > 0:
+        if len(toks) < n_prompt:
+            return None
+        idx = [i for i in range(n_prompt) if offsets[i] < len(text)]
+    else:
+        if not "".join(toks).startswith(text):
+            return None
+        idx = [i for i, o in enumerate(offsets) if o < len(text)]
+    out = []
+    try:
+        for i in idx:
+            if lps[i] is None:
+                continue  # the first token: nothing to condition on
+            top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
+            out.append(
+                TokenLogprob(
+                    token=toks[i],
+                    logprob=float(lps[i]),
+                    top={str(k): float(v) for k, v in top.items()},
+                    offset=int(offsets[i]),
+                )
+            )
+    except (TypeError, ValueError):
+        return None
     return out
 
 

@@ -1,5 +1,6 @@
 """Deterministic replies for tests and dry runs: `scripted/<name>` names a registered Python callable
-or a YAML/JSON rules file.
+or a YAML/JSON rules file. Prompt logprobs (option log-likelihood) come from a scorer registered under
+the same name with `register_scorer`; without one, the model declares that it has none.
 
 Rules file::
 
@@ -22,12 +23,15 @@ from typing import Any
 
 import yaml
 
-from proctor.errors import UserError
-from proctor.models.types import GenerationParams, Message, RawReply, Usage
+from proctor.errors import ModelCallError, UserError
+from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, Usage
 
 ScriptFn = Callable[[list[Message], GenerationParams], "str | RawReply"]
+# (text before the token, token) -> the token's log-probability.
+TokenScoreFn = Callable[[str, str], float]
 
 _REGISTRY: dict[str, ScriptFn] = {}
+_SCORERS: dict[str, TokenScoreFn] = {}
 
 
 def register_script(name: str, fn: ScriptFn) -> None:
@@ -35,6 +39,18 @@ def register_script(name: str, fn: ScriptFn) -> None:
 
     `fn` may raise RetryableError to inject faults."""
     _REGISTRY[name] = fn
+
+
+def register_scorer(name: str, fn: TokenScoreFn) -> None:
+    """Give `scripted/<name>` prompt logprobs: each whitespace-led word of a scored text is one token,
+    scored `fn(text_before_it, token)` (e.g. " Paris" after "...Answer:")."""
+    _SCORERS[name] = fn
+
+
+def score_text(text: str, fn: TokenScoreFn) -> list[TokenLogprob]:
+    """Prompt logprobs of `text` under `fn`, tokenized as the mock server does; the first token has none."""
+    tokens = [(m.start(), m.group()) for m in re.finditer(r"\s*\S+", text)]
+    return [TokenLogprob(tok, float(fn(text[:at], tok)), offset=at) for at, tok in tokens[1:]]
 
 
 def _words(text: str) -> int:
@@ -65,10 +81,20 @@ class ScriptedProvider:
             self._version = hashlib.sha256(raw).hexdigest()[:16]
             self._fn = _rules_fn(spec, str(path))
 
+    @property
+    def supports_prompt_logprobs(self) -> bool:
+        return self.model in _SCORERS
+
     def identity(self) -> dict[str, Any]:
         return {"provider": "scripted", "model": self.model, "version": self._version}
 
     async def complete(self, messages: list[Message], params: GenerationParams) -> RawReply:
+        if params.echo_prompt:
+            scorer = _SCORERS.get(self.model)
+            if scorer is None:
+                raise ModelCallError(f"scripted/{self.model}: no scorer registered", cause="unsupported")
+            text = messages[-1]["content"]
+            return RawReply(text=text, usage=Usage(_words(text), 0), logprobs=score_text(text, scorer))
         out = self._fn(messages, params)
         if isinstance(out, RawReply):
             return out

@@ -13,11 +13,15 @@ class Message(TypedDict):
 
 @dataclass(frozen=True)
 class TokenLogprob:
-    """One generated token with its log-probability and the top alternatives at that position."""
+    """One token with its log-probability and the top alternatives at that position.
+
+    `offset` (characters into the scored text) is set on prompt logprobs only, so a caller can tell which
+    tokens belong to which part of the text; generated tokens leave it None."""
 
     token: str
     logprob: float
     top: dict[str, float] = field(default_factory=dict)
+    offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,12 @@ class GenerationParams:
     logprobs: bool = False
     top_logprobs: int = 0
     stop: tuple[str, ...] = ()
+    # Score the text of the single user message instead of chatting: a raw-text completions request with
+    # echo, whose reply carries the prompt's own token logprobs (see `Model.prompt_logprobs`).
+    echo_prompt: bool = False
 
     def as_key(self) -> dict[str, Any]:
-        return {
+        key: dict[str, Any] = {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
@@ -67,13 +74,39 @@ class GenerationParams:
             "top_logprobs": self.top_logprobs,
             "stop": list(self.stop),
         }
+        if self.echo_prompt:  # only when set, so the keys of every chat call cached so far stay valid
+            key["echo_prompt"] = True
+        return key
 
 
 @dataclass(frozen=True)
 class RawReply:
-    """One provider response before structured-output handling."""
+    """One provider response before structured-output handling. For an `echo_prompt` request, `logprobs`
+    are the prompt's tokens (with offsets; the first token, which has no logprob, left out)."""
 
     text: str
     usage: Usage
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ContinuationScore:
+    """Log-likelihood of a continuation given a prompt (`Model.continuation_logprob`): the sum over the
+    continuation's tokens, and the lengths to normalise it by."""
+
+    logprob_sum: float
+    n_tokens: int
+    n_chars: int
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+
+    @property
+    def per_token(self) -> float:
+        """Mean log-probability per token (the log of the geometric-mean token probability)."""
+        return self.logprob_sum / max(1, self.n_tokens)
+
+    @property
+    def per_char(self) -> float:
+        """Log-probability per character: comparable across tokenizers."""
+        return self.logprob_sum / max(1, self.n_chars)

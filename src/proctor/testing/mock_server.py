@@ -11,8 +11,15 @@ As a separate process (benchmarks, kill -9 tests); the base URL is the first std
 
     python -m proctor.testing.mock_server --port 0 --latency-ms 200
 
-Endpoints: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models, plus GET /_mock/stats and
-POST /_mock/reset for a server running in another process.
+Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, plus
+GET /_mock/stats and POST /_mock/reset for a server running in another process.
+
+/v1/completions answers in the legacy format. With `echo` and `logprobs` it returns prompt logprobs like
+vLLM: `choices[0].logprobs` = {tokens, token_logprobs (first null), top_logprobs, text_offset} for the
+prompt's tokens (whitespace-led words) followed by the generated ones; each prompt token is scored
+`prompt_logprob(text_before_it, token)` (default: a hash-derived value). `echo_mode` emulates servers
+without prompt logprobs: "reject" answers echo with HTTP 400 (OpenAI's chat models, older llama.cpp),
+"ignore" returns the generated token's logprobs only (the embedded llama.cpp server).
 
 Replies, in order of precedence: `reply(body) -> str`; the first of `rules` (regex searched in the last
 user message -> reply); a minimal JSON object satisfying the request's `response_format` json_schema;
@@ -46,7 +53,9 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")
+ECHO_MODES = ("supported", "reject", "ignore")
 ReplyFn = Callable[[dict[str, Any]], str]
+TokenScoreFn = Callable[[str, str], float]  # (text before the token, token) -> logprob
 
 
 @dataclass
@@ -76,6 +85,8 @@ class MockConfig:
     retry_after_s: float | None = 0.0
     hang_s: float = 30.0
     reject_response_format: bool = False
+    echo_mode: str = "supported"
+    prompt_logprob: TokenScoreFn | None = None
     embedding_dim: int = 64
     models: Sequence[str] = ("mock",)
     seed: int = 0
@@ -87,6 +98,8 @@ class MockConfig:
         bad = [k for k in self.fault_kinds if k not in FAULT_KINDS]
         if bad:
             raise ValueError(f"unknown fault kinds {bad}; choose from {FAULT_KINDS}")
+        if self.echo_mode not in ECHO_MODES:
+            raise ValueError(f"unknown echo_mode {self.echo_mode!r}; choose from {ECHO_MODES}")
 
 
 @dataclass
@@ -188,6 +201,28 @@ def _logprobs(text: str, top_n: int) -> dict[str, Any]:
     return {"content": content}
 
 
+def _hash_logprob(prefix: str, token: str) -> float:
+    u = int(hashlib.sha256(f"{len(prefix)}:{token}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return -0.01 - 4.0 * u
+
+
+def _text_logprobs(
+    text: str, start: int, score: TokenScoreFn, top_n: int, first_unscored: bool
+) -> dict[str, list[Any]]:
+    """Legacy-format logprobs for `text` placed at character `start` of the echoed text."""
+    out: dict[str, list[Any]] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for k, m in enumerate(re.finditer(r"\s*\S+", text)):
+        tok = m.group()
+        lp = None if first_unscored and k == 0 else score(text[: m.start()], tok)
+        out["tokens"].append(tok)
+        out["token_logprobs"].append(lp)
+        out["top_logprobs"].append(
+            None if lp is None else {tok: lp, **{f" alt{j}": lp - j for j in range(1, top_n)}}
+        )
+        out["text_offset"].append(start + m.start())
+    return out
+
+
 def embedding(text: str, dim: int) -> list[float]:
     """A deterministic unit vector from a hash of `text`."""
     rng = random.Random(hashlib.sha256(text.encode()).digest())
@@ -285,7 +320,9 @@ def build_app(state: _State) -> web.Application:
                 return await _inject(fault, request, config)
             if request.path.endswith("/embeddings"):
                 return _embeddings(body, config)
-            return _chat(body, config)
+            if request.path.endswith("/chat/completions"):
+                return _chat(body, config)
+            return _completions(body, config)
         finally:
             state.in_flight -= 1
             rec.finished = time.monotonic()
@@ -313,6 +350,7 @@ def build_app(state: _State) -> web.Application:
 
     app = web.Application(client_max_size=64 * 1024**2)
     app.router.add_post("/v1/chat/completions", handle_post)
+    app.router.add_post("/v1/completions", handle_post)
     app.router.add_post("/v1/embeddings", handle_post)
     app.router.add_get("/v1/models", handle_models)
     app.router.add_get("/_mock/stats", handle_stats)
@@ -354,6 +392,47 @@ def _chat(body: dict[str, Any], config: MockConfig) -> web.Response:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": _words(text),
                 "total_tokens": prompt_tokens + _words(text),
+            },
+        }
+    )
+
+
+def _completions(body: dict[str, Any], config: MockConfig) -> web.Response:
+    prompt = body.get("prompt", "")
+    if not isinstance(prompt, str):
+        return _error(400, "prompt must be a string (mock)", "invalid_request_error")
+    echo = bool(body.get("echo"))
+    if echo and config.echo_mode == "reject":
+        return _error(400, "echo is not supported by this server (mock)", "invalid_request_error")
+    echo = echo and config.echo_mode == "supported"
+    n_gen = max(0, int(body.get("max_tokens", 16)))
+    generated = " ".join(f"w{_digest([prompt, i])[:4]}" for i in range(n_gen))
+    generated = " " + generated if generated else ""
+    text = (prompt + generated) if echo else generated
+    choice: dict[str, Any] = {"text": text, "index": 0, "logprobs": None, "finish_reason": "length"}
+    top_n = body.get("logprobs")
+    if top_n is not None and top_n is not False:
+        top_n = int(top_n)
+        gen = _text_logprobs(generated, len(prompt) if echo else 0, _hash_logprob, top_n, False)
+        if echo:
+            lp = _text_logprobs(prompt, 0, config.prompt_logprob or _hash_logprob, top_n, True)
+            for k in lp:
+                lp[k] += gen[k]
+        else:
+            lp = gen
+        choice["logprobs"] = lp
+    prompt_tokens = len(re.findall(r"\s*\S+", prompt))
+    return _json(
+        {
+            "id": "cmpl-" + _digest(body)[:16],
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model", "mock"),
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": n_gen,
+                "total_tokens": prompt_tokens + n_gen,
             },
         }
     )
@@ -420,6 +499,10 @@ class MockServer:
 
     def chat_requests(self) -> list[RecordedRequest]:
         return [r for r in self._state.requests if r.path.endswith("/chat/completions")]
+
+    def completion_requests(self) -> list[RecordedRequest]:
+        """Requests to the legacy text endpoint (/v1/completions: prompt logprobs)."""
+        return [r for r in self._state.requests if r.path.endswith("/v1/completions")]
 
     def configure(self, **fields: Any) -> None:
         """Change options for the following requests (e.g. `configure(fault_rate=0)`)."""
@@ -528,6 +611,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--hang-s", type=float, default=30.0)
     p.add_argument("--reject-response-format", action="store_true")
+    p.add_argument(
+        "--echo", choices=ECHO_MODES, default="supported", help="prompt logprobs on /v1/completions"
+    )
     p.add_argument("--embedding-dim", type=int, default=64)
     p.add_argument("--rule", action="append", default=[], metavar="REGEX=REPLY", help="scripted reply rule")
     p.add_argument("--seed", type=int, default=0)
@@ -552,6 +638,7 @@ async def _serve_forever(args: argparse.Namespace) -> None:
         retry_after_s=None if args.retry_after < 0 else args.retry_after,
         hang_s=args.hang_s,
         reject_response_format=args.reject_response_format,
+        echo_mode=args.echo,
         embedding_dim=args.embedding_dim,
         seed=args.seed,
         record_bodies=not args.no_record_bodies,

@@ -260,9 +260,11 @@ class Config(Strict):
     include_candidates: bool = Field(True, description="also grade the run's `candidates:` (x icl_shots)")
     selection: Selection = Field(
         "auto",
-        description="how a pipeline's chosen option is read: letter_logprobs (letter probabilities of a "
-        "one-token reply), generated_letter (parsed from a short reply), auto (logprobs, per item falling "
-        "back to the reply); option_loglik is not supported",
+        description="how a pipeline's chosen option is read: option_loglik (length-normalised log-likelihood "
+        "of each option's text; needs a server with prompt logprobs, e.g. vLLM), letter_logprobs (letter "
+        "probabilities of a one-token reply), generated_letter (parsed from a short reply), auto "
+        "(option_loglik where the server supports it, else letter logprobs, per item falling back to the "
+        "reply)",
     )
     selection_per_model: dict[str, Selection] = Field(
         default_factory=dict, description="`selection` per model, keyed by the name under `models`"

@@ -14,11 +14,13 @@ from typing import Any
 from proctor.candidates import Candidate
 from proctor.candidates.multiple_choice import LETTERS, check_method, select_option
 from proctor.errors import ModelCallError, UserError
-from proctor.prompts import prompt_version, render_messages
+from proctor.prompts import prompt_version, render_messages, render_text
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.exam.config import Config
 
 PROMPT = "exam/answer"
+LOGLIK_PROMPT = "exam/answer_loglik"  # plain text continued by each option (option_loglik)
+_LOGLIK_METHODS = ("auto", "option_loglik")  # their response keys also name LOGLIK_PROMPT's version
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ def build_pipelines(ctx: RunContext, cfg: Config) -> list[Pipeline]:
             "(e.g. `embedder: local/all-minilm-l6-v2`)."
         )
     for p in out:
-        check_method(selection_method(cfg, p.model), f"exam.selection (model '{p.model}')")
+        check_method(
+            selection_method(cfg, p.model), f"exam.selection (model '{p.model}')", ctx.models[p.model]
+        )
     return out
 
 
@@ -139,6 +143,27 @@ def answer_messages(q: dict[str, Any], examples: list[dict[str, Any]], context: 
     )
 
 
+def answer_loglik_prompt(q: dict[str, Any], examples: list[dict[str, Any]], context: list[Any]) -> str:
+    """The same question, passages and examples as `answer_messages`, as text ending in "Answer:"; the
+    examples are answered with their option's text, the form each option is scored in."""
+    letters = list(LETTERS[: len(q["choices"])])
+    return render_text(
+        f"{LOGLIK_PROMPT}.user.j2",
+        letters=letters,
+        context=[c.text for c in context],
+        examples=[
+            {
+                "question": e["question"],
+                "choices": e["choices"],
+                "answer_text": e["choices"][LETTERS.index(e["answer"])],
+            }
+            for e in examples
+        ],
+        question=q["question"],
+        choices=q["choices"],
+    )
+
+
 def response_key(
     ctx: RunContext,
     cfg: Config,
@@ -161,6 +186,7 @@ def response_key(
         cfg.generate_max_tokens,
         prompt_version(PROMPT),
         ctx.config.seed,
+        *([prompt_version(LOGLIK_PROMPT)] if selection_method(cfg, p.model) in _LOGLIK_METHODS else []),
     )
 
 
@@ -195,7 +221,8 @@ async def grade(
 
     def make(p: Pipeline, q: dict[str, Any], ex_ids: list[str], context: list[Any], key: str) -> Any:
         async def fn() -> None:
-            messages = answer_messages(q, [by_id[i] for i in ex_ids], context)
+            examples = [by_id[i] for i in ex_ids]
+            messages = answer_messages(q, examples, context)
             sel = await select_option(
                 ctx.models[p.model],
                 messages,
@@ -204,6 +231,7 @@ async def grade(
                 seed=ctx.config.seed,
                 top_logprobs=cfg.top_logprobs,
                 generate_max_tokens=cfg.generate_max_tokens,
+                loglik_prompt=answer_loglik_prompt(q, examples, context),
             )
             data = base(p, q, ex_ids, context) | {
                 "selected": sel.letter,
@@ -213,6 +241,8 @@ async def grade(
                 "fallback": sel.fallback,
                 "probs": sel.probs,
                 "letter_mass": sel.letter_mass,
+                "scores": sel.scores,
+                "logliks": sel.logliks,
                 "reply": sel.text,
             }
             ctx.store.put_item(key, "exam_response", data)
