@@ -31,10 +31,11 @@ def mock_server() -> Iterator[MockServer]:
         yield server
 
 
-# Per-protocol checks on the embedded model (exam, kieval, reckon) landed at the end of the first session
-# before they had been timed and seen passing in CI; they run when PROCTOR_PROTOCOL_EMBEDDED_TESTS=1.
-# The always-on embedded path is tests/test_embedded_e2e.py (+ tests/test_local_model.py).
-_OPT_IN_EMBEDDED = ("test_exam_embedded.py", "test_kieval_embedded.py", "test_reckon_embedded.py")
+# The KIEval check on the embedded model (a whole conversation round with the 0.5B in every role: 265 s
+# measured next to another embedded job on 2 cores) runs when PROCTOR_PROTOCOL_EMBEDDED_TESTS=1; the
+# `kieval` demo exercises the same path. The always-on embedded paths are tests/test_embedded_e2e.py,
+# tests/test_local_model.py and the exam/reckon embedded checks.
+_OPT_IN_EMBEDDED = ("test_kieval_embedded.py",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
