@@ -12,10 +12,17 @@ from sklearn.metrics import cohen_kappa_score
 
 from proctor.errors import UserError
 from proctor.models.recording import CallRecord
+from proctor.models.structured import parse_json
 from proctor.protocols.reckon.clustering import cluster, k_from_target, map_2d
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.cost import cost_summary
-from proctor.protocols.reckon.judging import extract_schema, is_not_mentioned, overlap
+from proctor.protocols.reckon.judging import (
+    extract_schema,
+    is_not_mentioned,
+    judge_cluster_schema,
+    new_evidence,
+    overlap,
+)
 from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate
 from proctor.protocols.reckon.questions import INVITATION, with_invitation
 from proctor.protocols.reckon.units import load_carry_over, merge_duplicates, sentences
@@ -102,6 +109,17 @@ def test_stage_one_helpers() -> None:
     assert overlap("The batch is mixed in the ratio 6 : 2 : 1.", answer) == pytest.approx(1 / 3)
     assert overlap("Dunmere", "It is Dunmere.") == 1.0 and overlap("Ambry", "It is Dunmere.") == 0.0
     assert extract_schema(2)["required"] == ["U1", "U2"]
+
+
+def test_cluster_judge_helpers() -> None:
+    # The schema lets a reply miss a unit or spoil its verdict without failing the whole call.
+    reply = '{"U1": {"reason": "ok", "verdict": "correct"}, "U3": {"verdict": "partly"}}'
+    assert parse_json(reply, judge_cluster_schema(3))["U3"] == {"verdict": "partly"}
+    # A source sentence the description already holds is not repeated in the prompt.
+    unit = {"description": "At the market, a dozen means fourteen fish. Two recall the tribute."}
+    assert new_evidence({**unit, "evidence": "At the market a dozen means fourteen fish."}) == ""
+    ev = "On Teskavar water boils at 91 °C."
+    assert new_evidence({**unit, "evidence": ev}) == ev and new_evidence(unit) == ""
 
 
 def test_carry_over_file(tmp_path: Path) -> None:

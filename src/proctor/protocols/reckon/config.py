@@ -95,8 +95,16 @@ class Config(BaseModel):
     extract_max_tokens: int = Field(
         700, ge=32, description="judge reply budget (tokens) for one stage-1 extraction call"
     )
+    judge_mode: Literal["cluster", "unit"] = Field(
+        "cluster",
+        description="stage 2: one call per answer and cluster judging each of its excerpts against its own "
+        "reference (one JSON field per unit), or one call per unit",
+    )
     judge_max_tokens: int = Field(
-        200, ge=32, description="judge reply budget (tokens) for one stage-2 verdict on a unit"
+        200,
+        ge=32,
+        description="judge reply budget (tokens) for one stage-2 verdict on a unit; a cluster call gets "
+        "this much per unit it judges",
     )
     excerpt_min_overlap: float = Field(
         0.5,

@@ -1,6 +1,6 @@
 """Cost accounting per step, from the run store's call records (grouped by the role each call ran under).
 
-Compared: RECKON (cluster questions, candidates' answers to them, extraction + per-unit judging) against
+Compared: RECKON (cluster questions, candidates' answers to them, extraction + judging) against
 the per-unit baseline that judges every unit with its own question (per-unit questions, answers, judge
 with reference). Unit extraction is shared by both and shown apart; the judge without reference is an
 extra baseline, shown but not part of the comparison. Numbers are nominal: cached calls count with their

@@ -8,8 +8,10 @@ re-clustered and re-asked next round. A candidate stops when
 * it has had `max_rounds` rounds ("max_rounds").
 
 Candidates whose pending sets are identical share clusters and questions (round 1 always does), so a
-question is written once and its cost counted once. Everything is keyed by content, so a resumed or
-repeated run walks the same rounds from the store and the call cache.
+question is written once and its cost counted once. Clustering the union of all candidates' pending
+units instead would share more questions but spread each candidate's units over more clusters, and a
+candidate's answer and extraction per cluster cost more than the question. Everything is keyed by
+content, so a resumed or repeated run walks the same rounds from the store and the call cache.
 """
 
 from __future__ import annotations
@@ -112,38 +114,37 @@ async def run_rounds(
     for round_no in range(1, cfg.max_rounds + 1):
         if not active:
             break
-        # Clusters of each active candidate's pending units; identical pending sets share them.
-        shared: dict[tuple[str, ...], list[str]] = {}
+        # Each candidate's pending units are clustered on their own, so its questions stay compact (its
+        # answers and extractions, per cluster, cost more than writing a question); candidates with the
+        # same pending set share the clusters and questions (round 1 always does).
         clusters: dict[str, list[dict[str, Any]]] = {}
-        asked: dict[str, list[str]] = {}
+        mine: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        by_pending: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = {}
         for _, cand in active:
             pending = [uid for uid in order if result[cand.name].states[uid].status not in JUDGED]
             sig = tuple(pending)
-            if sig not in shared:
+            if sig not in by_pending:
                 groups = _clusters_for(
                     cfg, units_by_id, index, vectors, pending, _seed(base_seed, round_no, pending)
                 )
-                keys = []
-                for g in groups:
-                    qk = question_key(ctx, round_no, [u["unit_id"] for u in g])
-                    clusters[qk] = g
-                    keys.append(qk)
-                shared[sig] = keys
-            asked[cand.name] = shared[sig]
+                by_pending[sig] = {question_key(ctx, round_no, [u["unit_id"] for u in g]): g for g in groups}
+                clusters.update(by_pending[sig])
+            mine[cand.name] = by_pending[sig]
         if round_no == 1:
-            first = next(iter(shared.values()))
-            round1 = [(qk, [u["unit_id"] for u in clusters[qk]]) for qk in first]
+            round1 = [(qk, [u["unit_id"] for u in g]) for qk, g in clusters.items()]
         await generate_questions(ctx, cfg, round_no, clusters)
 
         # Answers.
         answer_plan: list[tuple[str, CandidateConfig, Candidate, dict[str, Any]]] = []
+        targets: dict[str, list[dict[str, Any]]] = {}  # answer key -> the candidate's units to judge
         for ccfg, cand in active:
-            for qk in asked[cand.name]:
+            for qk, units_here in mine[cand.name].items():
                 q = ctx.store.get_item(qk)
                 if q is None or q["status"] != "done":
                     continue
                 akey = work_key("ra", candidate_identity(ctx, ccfg), cfg.answer_max_tokens, qk)
                 answer_plan.append((akey, ccfg, cand, q["data"]))
+                targets[akey] = units_here
         await _answer(ctx, round_no, answer_plan, clusters)
 
         # Stage 1: extraction.
@@ -153,9 +154,7 @@ async def run_rounds(
             it = ctx.store.get_item(akey)
             if it is not None and it["status"] == "done":
                 answers[akey] = it["data"]
-                jobs.extend(
-                    extract_jobs(ctx, cfg, akey, it["data"]["answer"], clusters[it["data"]["question_id"]])
-                )
+                jobs.extend(extract_jobs(ctx, cfg, akey, it["data"]["answer"], targets[akey]))
         await run_extraction(ctx, cfg, round_no, jobs)
         excerpts: dict[str, dict[str, str]] = {}
         failed_extract: dict[str, set[str]] = {}
@@ -169,13 +168,13 @@ async def run_rounds(
         # Stage 2: judging (units with an excerpt found in the answer); uncovered ones need no call.
         judge_jobs = []
         for akey, a in answers.items():
-            for u in clusters[a["question_id"]]:
+            for u in targets[akey]:
                 uid = u["unit_id"]
                 if uid in failed_extract.get(akey, set()) or uid not in excerpts.get(akey, {}):
                     continue
                 excerpt = excerpts[akey][uid]
                 share = overlap(excerpt, a["answer"])
-                vkey = verdict_key(ctx, akey, uid)
+                vkey = verdict_key(ctx, cfg, akey, uid)
                 base = {
                     "candidate": a["candidate"],
                     "round": round_no,
@@ -217,15 +216,15 @@ async def run_rounds(
             cr = result[cand.name]
             new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0}
             n_asked = 0
-            for qk in asked[cand.name]:
+            for qk, units_here in mine[cand.name].items():
                 akey = work_key("ra", candidate_identity(ctx, ccfg), cfg.answer_max_tokens, qk)
-                for u in clusters[qk]:
+                for u in units_here:
                     st = cr.states[u["unit_id"]]
                     st.asked += 1
                     n_asked += 1
                     status, vkey = "error", None
                     if akey in answers:
-                        vkey = verdict_key(ctx, akey, u["unit_id"])
+                        vkey = verdict_key(ctx, cfg, akey, u["unit_id"])
                         v = ctx.store.get_item(vkey)
                         if v is not None and v["status"] == "done" and v["data"]["verdict"] in new:
                             status = v["data"]["verdict"]
@@ -245,7 +244,7 @@ async def run_rounds(
                 "candidate": cand.name,
                 "round": round_no,
                 "asked": n_asked,
-                "questions": len(asked[cand.name]),
+                "questions": len(mine[cand.name]),
                 "judged_new": judged_new,
                 "correct_new": new["correct"],
                 "incorrect_new": new["incorrect"],
