@@ -143,6 +143,24 @@ class OpenAICompatProvider:
             # The server does not take JSON schemas: fall back to tolerant parsing and re-asks.
             self.supports_json_schema = False
             status, text, headers = await self._post(self._body(messages, params, False))
+        self._raise_for_status(status, text, headers)
+        try:
+            data = json.loads(text)
+            choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise RetryableError(f"malformed response body: {e}", cause="bad_response") from None
+        u = data.get("usage") or {}
+        return RawReply(
+            text=content,
+            usage=Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)),
+            logprobs=_parse_logprobs(choice.get("logprobs")),
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    def _raise_for_status(self, status: int, text: str, headers: Any) -> None:
+        """HTTP errors of either endpoint: bad credentials are the user's to fix, 408/429/5xx are retried,
+        any other 4xx fails the call with its status as the cause."""
         if status in (401, 403):
             raise UserError(
                 f"{self.where}: {self.base_url} refused the credentials (HTTP {status}). "
@@ -159,19 +177,6 @@ class OpenAICompatProvider:
             raise ModelCallError(
                 f"{self.where}: HTTP {status}: {text[:300]}", cause=f"http_{status}", status=status
             )
-        try:
-            data = json.loads(text)
-            choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
-            raise RetryableError(f"malformed response body: {e}", cause="bad_response") from None
-        u = data.get("usage") or {}
-        return RawReply(
-            text=content,
-            usage=Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)),
-            logprobs=_parse_logprobs(choice.get("logprobs")),
-            finish_reason=choice.get("finish_reason"),
-        )
 
     async def _complete_echo(self, messages: list[Message], params: GenerationParams) -> RawReply:
         if len(messages) != 1 or messages[0]["role"] != "user":
@@ -188,11 +193,6 @@ class OpenAICompatProvider:
         if params.seed is not None:
             body["seed"] = params.seed
         status, reply_text, headers = await self._post(body, "/completions")
-        if status in (401, 403):
-            raise UserError(
-                f"{self.where}: {self.base_url} refused the credentials (HTTP {status}). "
-                f"Check the API key in the variable named by api_key_env."
-            )
         if status in _ECHO_REFUSED:
             raise ModelCallError(
                 f"{self.where}: {self.base_url}/completions gives no prompt logprobs (HTTP {status}: "
@@ -200,17 +200,7 @@ class OpenAICompatProvider:
                 cause="unsupported",
                 status=status,
             )
-        if status == 429 or status == 408 or status >= 500:
-            raise RetryableError(
-                f"HTTP {status}",
-                cause=f"http_{status}",
-                status=status,
-                retry_after=parse_retry_after(headers.get("Retry-After")),
-            )
-        if status >= 400:
-            raise ModelCallError(
-                f"{self.where}: HTTP {status}: {reply_text[:300]}", cause=f"http_{status}", status=status
-            )
+        self._raise_for_status(status, reply_text, headers)
         try:
             data = json.loads(reply_text)
             choice = data["choices"][0]
