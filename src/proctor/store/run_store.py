@@ -121,6 +121,16 @@ class RunStore:
             key, kind, data, status="error", error=str(error), error_cause=getattr(error, "cause", None)
         )
 
+    def is_done(self, key: str) -> bool:
+        it = self.get_item(key)
+        return it is not None and it["status"] == "done"
+
+    def is_settled(self, key: str) -> bool:
+        """Done, or failed for good: an unparseable reply is final (a re-run reads the same cached reply),
+        while transient failures are tried again on resume."""
+        it = self.get_item(key)
+        return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
+
     def get_item(self, key: str) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM items WHERE key=?", (key,)).fetchone()
         return _item(row) if row else None

@@ -173,15 +173,10 @@ async def run_generation(ctx: RunContext, cfg: Config, plan: list[GenerationCall
         data = _draft_data(call, None, examiner.spec, version)
         ctx.store.put_failed(key, "exam_draft", data, e)
 
-    def done(key: str) -> bool:
-        # An unparseable reply is final (a re-run would read the same cached reply); transient errors retry.
-        it = ctx.store.get_item(key)
-        return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
-
     await ctx.run_items(
         "writing exam questions",
         ((call.key, "examiner", make(call)) for call in plan),
-        is_done=done,
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )
 

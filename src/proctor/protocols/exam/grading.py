@@ -256,14 +256,10 @@ async def grade(
         data = base(p, q, ex_ids, context) | {"selected": None, "correct": None, "method": None}
         ctx.store.put_failed(key, "exam_response", data, e)
 
-    def done(key: str) -> bool:
-        it = ctx.store.get_item(key)
-        return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
-
     await ctx.run_items(
         "grading pipelines",
         ((key, "candidate", make(p, q, ex_ids, context, key)) for key, p, q, ex_ids, context in plan),
-        is_done=done,
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )
     return [(key, p, q) for key, p, q, _, _ in plan]

@@ -197,14 +197,10 @@ async def label_exam(
         def on_error(key: str, e: ModelCallError) -> None:
             ctx.store.put_failed(key, "exam_labels", {"labels": {}}, e)
 
-        def done(key: str) -> bool:
-            it = ctx.store.get_item(key)
-            return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
-
         await ctx.run_items(
             "labelling questions",
             ((key, "examiner", make(key, b)) for key, b in plan),
-            is_done=done,
+            is_done=ctx.store.is_settled,
             on_error=on_error,
         )
         for key, _ in plan:

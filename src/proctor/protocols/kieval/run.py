@@ -245,7 +245,7 @@ async def _confident_set(
             (key, "evaluator" if name in evaluators else "interactor", make(key, name, model, q, perm))
             for key, name, model, q, perm in plan
         ),
-        is_done=lambda k: (it := ctx.store.get_item(k)) is not None and it["status"] == "done",
+        is_done=ctx.store.is_done,
         on_error=on_error,
     )
     conf: dict[str, dict[str, float | None]] = {q.question_id: {} for q in questions}
@@ -359,7 +359,7 @@ async def _mc_answers(
     await ctx.run_items(
         "kieval: multiple-choice answers",
         ((key, "candidate", make(key, c, q)) for key, c, q in plan),
-        is_done=lambda k: (it := ctx.store.get_item(k)) is not None and it["status"] == "done",
+        is_done=ctx.store.is_done,
         on_error=on_error,
     )
     return {(c.cfg.name, q.question_id): key for key, c, q in plan}
@@ -685,7 +685,7 @@ async def _conversations(ctx: RunContext, cfg: Config, convs: list[_Conv], evalu
     await ctx.run_items(
         "kieval: conversations",
         ((c.key, "candidate", make(c)) for c in convs),
-        is_done=lambda k: (it := ctx.store.get_item(k)) is not None and it["status"] == "done",
+        is_done=ctx.store.is_done,
         on_error=on_error,
     )
 

@@ -92,7 +92,7 @@ async def _generate_questions(ctx: RunContext) -> tuple[list[dict[str, Any]], di
     await ctx.run_items(
         "writing questions",
         ((key, "examiner", make(key, chunk, variant)) for key, chunk, variant in plan),
-        is_done=lambda k: (it := ctx.store.get_item(k)) is not None and it["status"] == "done",
+        is_done=ctx.store.is_done,
         on_error=on_error,
     )
     # Filters, applied in plan order so the kept set is deterministic.
@@ -172,7 +172,7 @@ async def _answer(ctx: RunContext, questions: list[dict[str, Any]]) -> list[str]
     await ctx.run_items(
         "answering",
         ((key, "candidate", make(key, cand, q)) for key, cand, q in plan),
-        is_done=lambda k: (it := ctx.store.get_item(k)) is not None and it["status"] == "done",
+        is_done=ctx.store.is_done,
         on_error=on_error,
     )
     return [key for key, _, _ in plan]

@@ -28,7 +28,6 @@ from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.reckon.candidates import candidate_identity
 from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.units import final
 
 PROMPT = "reckon/baseline_question"
 JW_R = "llm_with_reference"
@@ -112,7 +111,7 @@ async def run_baselines(
     await ctx.run_items(
         "baseline: per-unit questions",
         ((k, ROLES["question"], make_q(k)) for k in by_qkey),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=q_error,
     )
     questions = {}
@@ -158,7 +157,7 @@ async def run_baselines(
     await ctx.run_items(
         "baseline: answers",
         ((k, ROLES["answer"], make_a(k)) for k in plan),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=a_error,
     )
     answered = {

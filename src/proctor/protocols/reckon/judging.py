@@ -26,7 +26,7 @@ from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.units import final, normalise
+from proctor.protocols.reckon.units import normalise
 
 VERDICTS = ("correct", "incorrect", "uncovered")
 NOT_MENTIONED = "not mentioned"
@@ -194,7 +194,7 @@ async def run_extraction(ctx: RunContext, cfg: Config, round_no: int, jobs: list
     await ctx.run_items(
         f"reckon round {round_no}: extracting",
         ((j.key, EXTRACT_ROLE, make(j)) for j in jobs),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )
 
@@ -263,7 +263,7 @@ async def run_judging(ctx: RunContext, cfg: Config, round_no: int, jobs: list[Ju
     await ctx.run_items(
         f"reckon round {round_no}: judging",
         ((j.key, JUDGE_ROLE, make(j)) for j in jobs),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )
 
@@ -320,6 +320,6 @@ async def _judge_clusters(ctx: RunContext, cfg: Config, round_no: int, jobs: lis
     await ctx.run_items(
         f"reckon round {round_no}: judging",
         ((k, JUDGE_ROLE, make(b)) for k, b in batches.items()),
-        is_done=lambda k: all(final(ctx, j.key) for j in batches[k]),
+        is_done=lambda k: all(ctx.store.is_settled(j.key) for j in batches[k]),
         on_error=on_error,
     )

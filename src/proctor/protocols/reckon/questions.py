@@ -13,7 +13,6 @@ from proctor.errors import ModelCallError
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.units import final
 
 QUESTION_TYPES = ("who", "what", "where", "when", "how", "why", "other")
 INVITATION = "Then tell me what else you know about these."
@@ -107,6 +106,6 @@ async def generate_questions(
     await ctx.run_items(
         f"reckon round {round_no}: questions",
         ((k, ROLE, make(k, units)) for k, units in clusters.items()),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )

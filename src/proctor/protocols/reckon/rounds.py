@@ -38,7 +38,6 @@ from proctor.protocols.reckon.judging import (
     verdict_key,
 )
 from proctor.protocols.reckon.questions import generate_questions, question_key
-from proctor.protocols.reckon.units import final
 
 ANSWER_ROLE = "reckon:answer"
 JUDGED = ("correct", "incorrect")
@@ -299,6 +298,6 @@ async def _answer(
     await ctx.run_items(
         f"reckon round {round_no}: answers",
         ((k, ANSWER_ROLE, make(k)) for k in info),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )

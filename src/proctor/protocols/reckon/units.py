@@ -148,7 +148,7 @@ async def extract_units(ctx: RunContext, cfg: Config, chunks: list[Chunk]) -> tu
     await ctx.run_items(
         "reckon: extracting knowledge units",
         ((k, ROLE, make(k, c)) for k, c in plan),
-        is_done=lambda k: final(ctx, k),
+        is_done=ctx.store.is_settled,
         on_error=on_error,
     )
     units: list[dict[str, Any]] = []
@@ -177,13 +177,6 @@ async def extract_units(ctx: RunContext, cfg: Config, chunks: list[Chunk]) -> tu
                 }
             )
     return units, stats
-
-
-def final(ctx: RunContext, key: str) -> bool:
-    """Done, or failed for good: an unparseable reply is final (a re-run reads the same cached reply);
-    transient failures are tried again on resume."""
-    it = ctx.store.get_item(key)
-    return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
 
 
 def load_carry_over(path_str: str) -> list[dict[str, Any]]:
