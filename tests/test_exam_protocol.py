@@ -391,3 +391,66 @@ def test_exam_only_without_pipelines(exam_config: Path, tmp_path: Path) -> None:
     assert any("only the exam was written" in w for w in result.summary["warnings"])
     assert len((result.run_dir / "exam.jsonl").read_text().splitlines()) == 10
     assert "Bias baselines" in (result.run_dir / "report.html").read_text()
+
+
+def _exam_only(exam_config: Path, exam_settings: str) -> None:
+    text = exam_config.read_text()
+    text = text.replace("llms: [reader, chatty]", "llms: []").replace(
+        "candidates:\n  - {name: dead, model: broken}\n", ""
+    )
+    text = text.replace("  num_questions: 12\n  questions_per_call: 3\n", exam_settings)
+    exam_config.write_text(text)
+
+
+def _fresh_examiner_calls(run_dir: Path) -> int:
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    return con.execute(
+        "SELECT COUNT(*) FROM model_calls WHERE role='examiner' AND cached=0 AND error IS NULL"
+        " AND item_key LIKE 'exgen_%'"
+    ).fetchone()[0]
+
+
+def test_target_questions_adds_rounds_and_reuses_earlier_calls(exam_config: Path, tmp_path: Path) -> None:
+    # Round 1 asks 3 questions (one chunk); the keep rate sets how many more to ask for 8 kept.
+    _exam_only(exam_config, "  num_questions: 3\n  questions_per_call: 3\n  target_questions: 8\n")
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    ex = result.summary["exam"]
+    rounds = ex["rounds"]
+    assert len(rounds) == 2 and rounds[0]["asked"] == 3 and rounds[1]["asked"] > 3
+    assert rounds[1]["asked"] % 3 == 0 and ex["kept"] == rounds[1]["kept"] >= 8
+    assert ex["planned"] == rounds[1]["asked"]
+    assert not any("target" in w for w in result.summary["warnings"])
+    # The round-1 call is part of round 2's plan: each call is made once.
+    assert _fresh_examiner_calls(result.run_dir) == rounds[1]["asked"] // 3
+    html = (result.run_dir / "report.html").read_text()
+    assert "generation rounds" in html and "3 asked," in html
+    # The same questions asked in one round give the same exam (rounds do not change the assembly).
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "docs").symlink_to(tmp_path / "docs")
+    (one / "exam.yaml").write_text(
+        exam_config.read_text().replace(
+            "num_questions: 3\n  questions_per_call: 3\n  target_questions: 8\n",
+            f"num_questions: {rounds[1]['asked']}\n  questions_per_call: 3\n",
+        )
+    )
+    single = run_config(one / "exam.yaml", out=tmp_path / "runs1", show_progress=False)
+    assert (single.run_dir / "exam.jsonl").read_text() == (result.run_dir / "exam.jsonl").read_text()
+
+
+def test_target_questions_stops_at_the_cap_and_says_so(exam_config: Path, tmp_path: Path) -> None:
+    # Only 10 distinct questions exist in this corpus: a target of 20 cannot be met within 24 asked.
+    _exam_only(
+        exam_config,
+        "  num_questions: 6\n  questions_per_call: 3\n  target_questions: 20\n  max_questions: 24\n",
+    )
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    ex = result.summary["exam"]
+    assert ex["rounds"][-1]["asked"] == 24 and ex["kept"] == 10
+    assert any("short of target_questions 20" in w for w in result.summary["warnings"])
+    bad = exam_config.read_text().replace("max_questions: 24", "max_questions: 4")
+    (tmp_path / "bad.yaml").write_text(bad)
+    from proctor.errors import UserError
+
+    with pytest.raises(UserError, match="max_questions"):
+        run_config(tmp_path / "bad.yaml", out=tmp_path / "runs", show_progress=False)

@@ -229,6 +229,22 @@ class Config(Strict):
         description="questions asked of the examiner (before filtering; chunks are reused when there are "
         "fewer)",
     )
+    target_questions: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="keep asking until at least this many questions survive the filters: after the first "
+        "`num_questions`, further rounds ask for as many more as the observed keep rate suggests (the "
+        "calls already made are reused), up to `max_questions` asked; every surviving question is kept, "
+        "so the exam can end a little above the target; null = one round of `num_questions`",
+    )
+    max_questions: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="with `target_questions`: the most questions asked of the examiner over all rounds; "
+        "null = 5 x max(num_questions, target_questions)",
+    )
     questions_per_call: int = Field(
         1, ge=1, le=10, description="questions the examiner writes from one chunk in one call"
     )
@@ -282,3 +298,20 @@ class Config(Strict):
         "fallback)",
     )
     irt: IRTConfig = IRTConfig()
+
+    @model_validator(mode="after")
+    def _check_rounds(self) -> Config:
+        if self.max_questions is not None and self.max_questions < self.num_questions:
+            raise ValueError(
+                f"max_questions ({self.max_questions}) is below num_questions ({self.num_questions}); "
+                "raise max_questions or lower num_questions"
+            )
+        return self
+
+    def question_cap(self) -> int:
+        """Most questions asked of the examiner over all generation rounds."""
+        if self.target_questions is None:
+            return self.num_questions
+        if self.max_questions is not None:
+            return self.max_questions
+        return 5 * max(self.num_questions, self.target_questions)

@@ -115,18 +115,22 @@ def chunk_order(ctx: RunContext, strategy: str) -> list[Any]:
     return out
 
 
-def plan_generation(ctx: RunContext, cfg: Config) -> list[GenerationCall]:
-    examiner = ctx.role("examiner")
-    version = generation_prompt_version()
-    chunks = chunk_order(ctx, cfg.chunk_sampling)
+def plan_generation(
+    ctx: RunContext, cfg: Config, chunks: list[Any], n_questions: int
+) -> list[GenerationCall]:
+    """The examiner calls that ask `n_questions` in all, `questions_per_call` at a time, cycling over
+    `chunks` (a later cycle is a new variant). A larger `n_questions` extends the plan: the calls of a
+    smaller one are its prefix (same keys), which is what lets a later generation round reuse them."""
     if not chunks:
         return []
-    n_calls = math.ceil(cfg.num_questions / cfg.questions_per_call)
+    examiner = ctx.role("examiner")
+    version = generation_prompt_version()
+    n_calls = math.ceil(n_questions / cfg.questions_per_call)
     plan = []
     for i in range(n_calls):
         chunk = chunks[i % len(chunks)]
         variant = i // len(chunks)
-        n_q = min(cfg.questions_per_call, cfg.num_questions - i * cfg.questions_per_call)
+        n_q = min(cfg.questions_per_call, n_questions - i * cfg.questions_per_call)
         key = work_key(
             "exgen",
             chunk.chunk_id,
@@ -141,7 +145,9 @@ def plan_generation(ctx: RunContext, cfg: Config) -> list[GenerationCall]:
     return plan
 
 
-async def run_generation(ctx: RunContext, cfg: Config, plan: list[GenerationCall]) -> None:
+async def run_generation(
+    ctx: RunContext, cfg: Config, plan: list[GenerationCall], label: str = "writing exam questions"
+) -> None:
     """Make the examiner calls not yet done; failures are recorded on their `exam_draft` item."""
     examiner = ctx.role("examiner")
     version = generation_prompt_version()
@@ -174,7 +180,7 @@ async def run_generation(ctx: RunContext, cfg: Config, plan: list[GenerationCall
         ctx.store.put_failed(key, "exam_draft", data, e)
 
     await ctx.run_items(
-        "writing exam questions",
+        label,
         ((call.key, "examiner", make(call)) for call in plan),
         is_done=ctx.store.is_settled,
         on_error=on_error,

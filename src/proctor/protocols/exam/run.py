@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from collections import Counter
 from typing import Any
 
@@ -45,25 +46,61 @@ async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]]
         for q in exam:
             q.setdefault("topic", (q.get("source") or "unknown"))
         return exam, stats
-    plan = generation.plan_generation(ctx, cfg)
-    await generation.run_generation(ctx, cfg, plan)
-    drafts, stats = generation.drafts_from_items(plan, ctx)
+    chunks = generation.chunk_order(ctx, cfg.chunk_sampling)
+    # Every assembly starts from the same generator state, so the exam of a round does not depend on
+    # how many rounds came before it (and one round gives the same exam as before rounds existed).
+    rng_state = copy.deepcopy(ctx.rng.bit_generator.state)
     emb = Embeddings(ctx.embedder) if ctx.config.embedder else None
     sources = {c.chunk_id: c.text for c in ctx.corpus.chunks}
-    exam, assembly = assemble_exam(
-        drafts,
-        cfg,
-        emb,
-        sources,
-        ctx.rng,
-        generator=ctx.role("examiner").spec,
-        prompt_version=generation.generation_prompt_version(),
-    )
+    asked, cap, rounds = cfg.num_questions, cfg.question_cap(), []
+    while True:
+        plan = generation.plan_generation(ctx, cfg, chunks, asked)
+        label = "writing exam questions" + (f" (round {len(rounds) + 1})" if rounds else "")
+        await generation.run_generation(ctx, cfg, plan, label)
+        drafts, stats = generation.drafts_from_items(plan, ctx)
+        ctx.rng.bit_generator.state = copy.deepcopy(rng_state)
+        exam, assembly = assemble_exam(
+            drafts,
+            cfg,
+            emb,
+            sources,
+            ctx.rng,
+            generator=ctx.role("examiner").spec,
+            prompt_version=generation.generation_prompt_version(),
+        )
+        rounds.append({"asked": asked, "generated": stats["generated"], "kept": len(exam)})
+        nxt = _next_round_size(cfg, rounds, cap)
+        if nxt is None:
+            break
+        asked = nxt
+    _supersede(ctx, "exam_draft", {call.key for call in plan})
     stats.update(assembly)
+    if cfg.target_questions is not None:
+        stats["rounds"] = rounds
+        if len(exam) < cfg.target_questions:
+            stats["target_missed"] = (
+                f"{len(exam)} questions kept, short of target_questions {cfg.target_questions}, after "
+                f"{asked} asked (max_questions {cap})"
+            )
     stats["labels"] = await label_exam(
         ctx, exam, use_examiner=cfg.labels == "examiner", batch_size=cfg.label_batch_size
     )
     return exam, stats
+
+
+def _next_round_size(cfg: Config, rounds: list[dict[str, int]], cap: int) -> int | None:
+    """Questions to ask in all in the next generation round, or None when generation is done: the
+    target is met, the cap is reached, or the last round produced no new question (e.g. the examiner
+    fails). The shortfall is divided by the keep rate so far, plus 10 % headroom, in whole calls."""
+    last = rounds[-1]
+    if cfg.target_questions is None or last["kept"] >= cfg.target_questions or last["asked"] >= cap:
+        return None
+    if last["generated"] == 0 or (len(rounds) > 1 and last["generated"] <= rounds[-2]["generated"]):
+        return None
+    rate = max(last["kept"] / last["asked"], 0.02)
+    more = math.ceil((cfg.target_questions - last["kept"]) / rate * 1.1)
+    per = cfg.questions_per_call
+    return min(cap, math.ceil((last["asked"] + more) / per) * per)
 
 
 def _supersede(ctx: RunContext, kind: str, current: set[str]) -> None:
@@ -155,6 +192,8 @@ async def run(ctx: RunContext) -> dict[str, Any]:
     warnings: list[str] = []
     if not exam:
         warnings.append("no question survived generation and filtering; see exam statistics in the report")
+    if stats.get("target_missed"):
+        warnings.append(f"exam: {stats['target_missed']}")
     if not pipelines:
         warnings.append(
             "no pipeline to grade (exam.grid.llms and candidates are empty): only the exam was written"

@@ -24,6 +24,7 @@ BASELINES = (
 STAT_ORDER = (
     "source",
     "planned",
+    "rounds",
     "calls",
     "calls_failed",
     "generated",
@@ -33,6 +34,7 @@ STAT_ORDER = (
 )
 STAT_LABELS = {
     "planned": "questions asked of the examiner",
+    "rounds": "generation rounds (to reach target_questions)",
     "calls": "examiner calls",
     "calls_failed": "questions lost to failed calls (by cause; unparseable = schema/parse failure)",
     "generated": "questions parsed",
@@ -59,7 +61,10 @@ def _stat_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
         if k not in stats:
             continue
         v = stats[k]
-        if isinstance(v, dict):
+        if k == "rounds":
+            sub = [(f"round {i}", f"{r['asked']} asked, {r['kept']} kept") for i, r in enumerate(v, 1)]
+            rows.append({"name": STAT_LABELS[k], "value": len(v), "sub": sub})
+        elif isinstance(v, dict):
             rows.append({"name": STAT_LABELS.get(k, k), "value": sum(v.values()), "sub": sorted(v.items())})
         else:
             rows.append({"name": STAT_LABELS.get(k, k), "value": v, "sub": []})
