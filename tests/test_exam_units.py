@@ -38,6 +38,7 @@ from proctor.protocols.exam.exam_file import read_exam, write_exam
 from proctor.protocols.exam.filters import (
     Draft,
     Embeddings,
+    ExampleTerms,
     compile_patterns,
     filter_draft,
     jaccard,
@@ -279,6 +280,33 @@ class FakeEmbedder:
 
 def _draft(q: str, correct: str, distractors: list[str]) -> Draft:
     return Draft("k", q, correct, distractors, "r", "c1", "d1", "doc.md")
+
+
+def test_questions_copied_from_the_worked_example_are_dropped() -> None:
+    from proctor.protocols.exam.generation import example_passage
+
+    cfg = FilterConfig(distractor_source_margin=None)
+    pats = compile_patterns(cfg.not_self_contained)
+    ex = ExampleTerms.of(example_passage())
+    assert {"brannock", "aberllyn"} <= ex.names and "1887" in ex.numbers and "the" not in ex.names
+    source = "RECKON clusters knowledge units and asks one question per cluster; it cut costs by 56 %."
+    others = ["It raises the cost", "It leaves the cost unchanged", "It doubles the cost"]
+    # Seen with the 1.5B examiner: a question about the example's railway from a paper's chunk.
+    copied = _draft("What limited the Brannock Valley Railway?", "It cut costs", list(others))
+    assert filter_draft(copied, cfg, pats, None, source, ex).reason == "copies_example"
+    numbers = _draft(
+        "Which years bound the line's freight era?", "1887 to 1961", ["1890 to 1950", "1900", "1800"]
+    )
+    assert filter_draft(numbers, cfg, pats, None, source, ex).reason == "copies_example"
+    # The same question from a passage that is about the railway is fine, and so is a plain one.
+    about = "The Brannock Valley Railway was built cheaply; it cut costs with a narrow gauge."
+    same = _draft("What limited the Brannock Valley Railway?", "It cut costs", list(others))
+    assert filter_draft(same, cfg, pats, None, about, ex).reason is None
+    plain = _draft("What does RECKON ask per cluster?", "One question", ["Two", "Ten questions", "None"])
+    assert filter_draft(plain, cfg, pats, None, source, ex).reason is None
+    off = FilterConfig(distractor_source_margin=None, example_copies=False)
+    again = _draft("What limited the Brannock Valley Railway?", "It cut costs", list(others))
+    assert filter_draft(again, off, pats, None, source, ex).reason is None
 
 
 def test_ngram_helpers() -> None:

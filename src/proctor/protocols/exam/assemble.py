@@ -146,14 +146,17 @@ def assemble_exam(
     *,
     generator: str,
     prompt_version: str,
+    example_passage: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Filter the drafts, choose distractors, balance cues and shuffle: (exam in plan order, counts).
 
-    `cfg` is the protocol `Config`; `emb` an `Embeddings` or None (embedding filters skipped)."""
+    `cfg` is the protocol `Config`; `emb` an `Embeddings` or None (embedding filters skipped);
+    `example_passage` the examiner prompt's worked example (for the `copies_example` filter)."""
     from proctor.protocols.base import work_key
-    from proctor.protocols.exam.filters import compile_patterns, filter_draft, near_duplicates
+    from proctor.protocols.exam.filters import ExampleTerms, compile_patterns, filter_draft, near_duplicates
 
     patterns = compile_patterns(cfg.filters.not_self_contained)
+    example = ExampleTerms.of(example_passage) if example_passage else None
     filtered: dict[str, int] = {}
     removed: dict[str, int] = {}
     if emb is not None:
@@ -161,7 +164,7 @@ def assemble_exam(
         emb.prime(texts + [source_texts[d.chunk_id] for d in drafts if d.chunk_id in source_texts])
     survivors: list[Draft] = []
     for d in drafts:
-        filter_draft(d, cfg.filters, patterns, emb, source_texts.get(d.chunk_id))
+        filter_draft(d, cfg.filters, patterns, emb, source_texts.get(d.chunk_id), example)
         for reason, n in d.removed.items():
             removed[reason] = removed.get(reason, 0) + n
         if d.reason:

@@ -76,6 +76,11 @@ class FilterConfig(Strict):
         description="a distractor is removed when cos(distractor, source passage) > cos(correct answer, "
         "source passage) + this margin (often a correct-but-partial answer); null = off",
     )
+    example_copies: bool = Field(
+        True,
+        description="drop a question whose text or answer names things from the examiner prompt's worked "
+        "example (its proper names, or two of its numbers) that its source passage lacks",
+    )
     duplicate_cosine: float = Field(
         0.92,
         ge=0,

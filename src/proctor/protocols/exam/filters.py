@@ -11,6 +11,9 @@ when the question itself is at fault:
   word n-gram Jaccard with n = mean option length in words; or embedding cosine).
 * ``distractor_closer_to_source`` — a distractor is closer to the source passage than the correct
   answer by more than a margin (embedding cosine), often a sign of a correct-but-partial "wrong" option.
+* ``copies_example`` — the question or its answer names things from the prompt's worked example (its
+  proper names, or two of its numbers) that the source passage does not contain: small examiners
+  sometimes write about the example instead of the passage.
 * ``near_duplicate`` — the question is too close to an earlier kept question (embedding cosine).
 """
 
@@ -103,6 +106,32 @@ class Embeddings:
         return np.stack([self._vec[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class ExampleTerms:
+    """What identifies the worked example's passage: proper names (capitalised words inside a sentence,
+    four letters or more) and numbers (three digits or more), lower-cased."""
+
+    names: frozenset[str]
+    numbers: frozenset[str]
+
+    @classmethod
+    def of(cls, passage: str) -> ExampleTerms:
+        names: set[str] = set()
+        for sentence in re.split(r"(?<=[.!?])\s+", passage):
+            for m in re.finditer(r"(?<!^)\b[A-Z][a-z]{3,}\b", sentence.strip()):
+                names.add(m.group(0).lower())
+        numbers = {n for n in re.findall(r"\b\d{3,}\b", passage)}
+        return cls(frozenset(names), frozenset(numbers))
+
+    def copied(self, text: str, source_text: str | None) -> bool:
+        """True when `text` uses the example's names (any) or numbers (two) absent from the source."""
+        found = set(words(text))
+        in_source = set(words(source_text or ""))
+        names = (self.names & found) - in_source
+        numbers = (self.numbers & found) - in_source
+        return bool(names) or len(numbers) >= 2
+
+
 def compile_patterns(patterns: list[str]) -> list[re.Pattern[str]]:
     return [re.compile(p, re.IGNORECASE) for p in patterns]
 
@@ -113,10 +142,18 @@ def filter_draft(
     patterns: list[re.Pattern[str]],
     emb: Embeddings | None,
     source_text: str | None,
+    example: ExampleTerms | None = None,
 ) -> Draft:
     """Apply the per-question filters in place: drop bad distractors, or mark the question dropped."""
     if any(p.search(d.question) for p in patterns):
         d.reason = "not_self_contained"
+        return d
+    if (
+        example is not None
+        and cfg.example_copies
+        and example.copied(f"{d.question} {d.correct}", source_text)
+    ):
+        d.reason = "copies_example"
         return d
     n = option_ngram_size([d.correct, *d.distractors])
     q_grams = ngrams(words(d.question), n)

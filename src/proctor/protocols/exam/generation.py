@@ -30,6 +30,11 @@ def generation_prompt_version() -> str:
     return h.hexdigest()[:12]
 
 
+def example_passage() -> str:
+    """The passage of the prompt's worked example (the filters recognise questions copied from it)."""
+    return render_text(EXAMPLE_FILES[0])
+
+
 def generation_messages(
     passage: str, title: str | None, n_questions: int, n_distractors: int, variant: int
 ) -> list[Message]:
@@ -38,7 +43,7 @@ def generation_messages(
     example_n = min(n_questions, 2)
     shot = render_messages(
         PROMPT,
-        passage=render_text(EXAMPLE_FILES[0]),
+        passage=example_passage(),
         title="Brannock Valley Railway",
         n_questions=example_n,
         n_distractors=n_distractors,

@@ -67,6 +67,7 @@ async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]]
             ctx.rng,
             generator=ctx.role("examiner").spec,
             prompt_version=generation.generation_prompt_version(),
+            example_passage=generation.example_passage(),
         )
         rounds.append({"asked": asked, "generated": stats["generated"], "kept": len(exam)})
         nxt = _next_round_size(cfg, rounds, cap)
