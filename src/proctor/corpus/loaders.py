@@ -49,8 +49,14 @@ def iter_documents(
     """
     root = Path(path)
     if not root.exists():
+        # Paths from a config file arrive absolute (resolved against the config's folder).
+        where = (
+            "a relative corpus.path in a config file is taken from the config file's folder"
+            if root.is_absolute()
+            else f"resolved from the current directory {Path.cwd()}"
+        )
         raise UserError(
-            f"Corpus path '{root}' does not exist (resolved from the current directory {Path.cwd()}). "
+            f"Corpus path '{root}' does not exist ({where}). "
             "Check the spelling, or set corpus.path to the file or folder that holds your documents."
         )
     rep = report if report is not None else LoadReport()
