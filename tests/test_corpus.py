@@ -223,7 +223,7 @@ def test_extensions_filter_and_plain_text_fallback(tmp_path: Path) -> None:
 
 
 def test_missing_path_empty_dir_and_all_skipped_raise_user_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="does not exist .a relative corpus.path in a config file"):
+    with pytest.raises(UserError, match=r"does not exist \(a relative corpus.path in a config file"):
         load_corpus(tmp_path / "nope")
     with pytest.raises(UserError, match="resolved from the current directory"):
         load_corpus("no/such/folder")
