@@ -572,3 +572,46 @@ def test_answer_loglik_prompt_answers_examples_with_option_text() -> None:
     text = answer_loglik_prompt(q, [ex], [])
     assert "Question: Who?\nA. Ann\nB. Bo\nC. Cy\nD. Di\nAnswer: Bo\n\nQuestion: When?\nA. 1742\n" in text
     assert text.endswith("D. 1901\nAnswer:")
+
+
+def test_cluster_sampling_spreads_questions_over_the_topics_of_one_document() -> None:
+    import hashlib
+    import re
+    from types import SimpleNamespace
+
+    from proctor.protocols.exam.generation import chunk_order
+
+    class BagOfWords:
+        def embed(self, texts: list[str]) -> np.ndarray:
+            out = np.zeros((len(texts), 256), dtype=np.float32)
+            for row, text in enumerate(texts):
+                for w in re.findall(r"\w+", text.lower()):
+                    out[row, int(hashlib.sha1(w.encode()).hexdigest()[:8], 16) % 256] += 1.0
+            return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    topics = {
+        "harbour": "harbour lantern quay tide pier ships dock",
+        "canal": "canal lock barge towpath engineer sluice",
+        "festival": "festival music dancers parade lanterns stage",
+        "moot": "moot council quorum speaker vote hall",
+    }
+    # One document, its chunks grouped by topic (as a long manual would be): 4 topics x 5 chunks.
+    chunks = [
+        SimpleNamespace(chunk_id=f"{t}{i}", doc_id="manual", text=f"{words_} part {i}", topic=t)
+        for t, words_ in topics.items()
+        for i in range(5)
+    ]
+    for seed in range(3):
+        ctx = SimpleNamespace(
+            corpus=SimpleNamespace(chunks=chunks),
+            rng=np.random.default_rng(seed),
+            embedder=BagOfWords(),
+            config=SimpleNamespace(seed=seed),
+        )
+        order = chunk_order(ctx, "clusters", 4)  # type: ignore[arg-type]
+        assert sorted(c.chunk_id for c in order) == sorted(c.chunk_id for c in chunks)
+        assert {c.topic for c in order[:4]} == set(topics)  # the first four questions cover every topic
+        assert {c.topic for c in order[4:8]} == set(topics)
+        # `spread` round-robins over documents: with one document that is just a shuffle.
+        ctx.rng = np.random.default_rng(seed)
+        assert sorted(c.chunk_id for c in chunk_order(ctx, "spread")) == sorted(c.chunk_id for c in chunks)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+from proctor.clustering import cluster, k_from_target, map_2d
 from proctor.errors import UserError
 from proctor.models.recording import CallRecord
 from proctor.models.structured import parse_json
-from proctor.protocols.reckon.clustering import cluster, k_from_target, map_2d
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.cost import cost_summary
 from proctor.protocols.reckon.judging import (

@@ -260,10 +260,14 @@ class Config(Strict):
         description="wrong options asked for per question; 3 are kept, the spares give the filters and "
         "length balancing a choice",
     )
-    chunk_sampling: Literal["random", "spread"] = Field(
+    chunk_sampling: Literal["random", "spread", "clusters"] = Field(
         "spread",
-        description="order in which chunks are used: random (seeded) or spread (round-robin over documents, "
-        "so a short exam still covers every document)",
+        description="order in which chunks are used: random (seeded), spread (round-robin over documents, "
+        "so a short exam still covers every document) or clusters (round-robin over k-means clusters of "
+        "the chunk embeddings — topics within long documents too; needs `embedder`)",
+    )
+    topic_clusters: int | None = Field(
+        None, ge=1, description="clusters for `chunk_sampling: clusters`; null = √(number of chunks)"
     )
     generation_max_tokens: int = Field(
         400, ge=64, description="examiner reply budget (tokens) per question asked in a call"

@@ -98,25 +98,39 @@ class GenerationCall:
     n_questions: int
 
 
-def chunk_order(ctx: RunContext, strategy: str) -> list[Any]:
+def chunk_order(ctx: RunContext, strategy: str, n_clusters: int | None = None) -> list[Any]:
     """Chunks in the order questions are drawn from them.
 
     `random`: a seeded permutation. `spread`: round-robin over documents (topics), each document's
-    chunks in seeded random order, so a short exam still covers every document."""
+    chunks in seeded random order, so a short exam still covers every document. `clusters`: the same
+    round-robin over k-means clusters of the chunks' embeddings (`n_clusters`, default √chunks), which
+    spreads questions over the topics of one long document too."""
     chunks = list(ctx.corpus.chunks)
     if strategy == "random":
         return [chunks[int(i)] for i in ctx.rng.permutation(len(chunks))]
+    if strategy == "clusters" and chunks:
+        from proctor.clustering import cluster
+
+        k = n_clusters or max(1, round(math.sqrt(len(chunks))))
+        x = ctx.embedder.embed([c.text for c in chunks])
+        groups = cluster(x, target=len(chunks) / k, cap=len(chunks), method="kmeans", seed=ctx.config.seed)
+        return _round_robin(ctx, [[chunks[i] for i in g] for g in groups])
     by_doc: dict[str, list[Any]] = {}
     for c in chunks:
         by_doc.setdefault(c.doc_id, []).append(c)
-    docs = list(by_doc)
-    doc_order = [docs[int(i)] for i in ctx.rng.permutation(len(docs))]
-    queues = {d: [by_doc[d][int(i)] for i in ctx.rng.permutation(len(by_doc[d]))] for d in doc_order}
+    return _round_robin(ctx, list(by_doc.values()))
+
+
+def _round_robin(ctx: RunContext, groups: list[list[Any]]) -> list[Any]:
+    """Groups in seeded random order, each group's members in seeded random order, then one member of
+    each group in turn."""
+    order = [groups[int(i)] for i in ctx.rng.permutation(len(groups))]
+    queues = [[g[int(i)] for i in ctx.rng.permutation(len(g))] for g in order]
     out: list[Any] = []
-    while any(queues.values()):
-        for d in doc_order:
-            if queues[d]:
-                out.append(queues[d].pop(0))
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
     return out
 
 

@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from proctor.errors import UserError
 from proctor.judging.stats import wilson_interval
 from proctor.protocols.base import RunContext
 from proctor.protocols.exam import generation
@@ -46,7 +47,7 @@ async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]]
         for q in exam:
             q.setdefault("topic", (q.get("source") or "unknown"))
         return exam, stats
-    chunks = generation.chunk_order(ctx, cfg.chunk_sampling)
+    chunks = generation.chunk_order(ctx, cfg.chunk_sampling, cfg.topic_clusters)
     # Every assembly starts from the same generator state, so the exam of a round does not depend on
     # how many rounds came before it (and one round gives the same exam as before rounds existed).
     rng_state = copy.deepcopy(ctx.rng.bit_generator.state)
@@ -172,6 +173,11 @@ def _table(per: dict[str, Any], irt: dict[str, Any]) -> list[dict[str, str]]:
 async def run(ctx: RunContext) -> dict[str, Any]:
     cfg = _settings(ctx)
     pipelines = build_pipelines(ctx, cfg)  # config mistakes surface before any model call
+    if cfg.exam_file is None and cfg.chunk_sampling == "clusters" and not ctx.config.embedder:
+        raise UserError(
+            "exam.chunk_sampling: clusters groups chunks by their embeddings, but the config has no "
+            "`embedder`. Add one (e.g. `embedder: local/all-minilm-l6-v2`) or use chunk_sampling: spread."
+        )
     exam, stats = await build_exam(ctx, cfg)
     for q in exam:
         ctx.store.put_item(q["id"], "exam_question", q)

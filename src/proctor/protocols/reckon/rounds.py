@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from proctor.candidates import Candidate
+from proctor.clustering import cluster
 from proctor.config import CandidateConfig
 from proctor.errors import ModelCallError
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.reckon.candidates import answer_cluster_question, candidate_identity
-from proctor.protocols.reckon.clustering import cluster
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.judging import (
     JudgeJob,

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from proctor.clustering import map_2d
 from proctor.errors import UserError
 from proctor.judging.stats import mean_ci, wilson_interval
 from proctor.protocols.base import RunContext
 from proctor.protocols.reckon.baselines import JW_OR, JW_R, run_baselines
 from proctor.protocols.reckon.candidates import build_candidates
-from proctor.protocols.reckon.clustering import map_2d
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.cost import cost_summary
 from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate

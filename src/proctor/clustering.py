@@ -1,4 +1,5 @@
-"""Step 2: clustering knowledge units into thematic groups (scikit-learn).
+"""Clustering embedded texts into thematic groups (scikit-learn): RECKON's knowledge units, the exam's
+chunk sampling by topic.
 
 Number of clusters. With `k_selection: target_size` (default), k = max(1, round(n / target_cluster_size)),
 so clusters hold about `target_cluster_size` units and one question never has to cover too many facts.
