@@ -225,7 +225,7 @@ class Config(Strict):
     exam_file: ConfigPath | None = Field(
         None,
         description="existing exam JSONL to grade instead of generating one (relative paths resolve from "
-        "the current directory); missing labels are added; null = generate",
+        "the config file's folder); missing labels are added; null = generate",
     )
     num_questions: int = Field(
         20,

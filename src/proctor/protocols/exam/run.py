@@ -47,6 +47,15 @@ async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]]
         for q in exam:
             q.setdefault("topic", (q.get("source") or "unknown"))
         return exam, stats
+    exam, stats = await generate_exam(ctx, cfg)
+    stats["labels"] = await label_exam(
+        ctx, exam, use_examiner=cfg.labels == "examiner", batch_size=cfg.label_batch_size
+    )
+    return exam, stats
+
+
+async def generate_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Generate, filter and assemble, in rounds while `target_questions` is not met."""
     chunks = generation.chunk_order(ctx, cfg.chunk_sampling, cfg.topic_clusters)
     # Every assembly starts from the same generator state, so the exam of a round does not depend on
     # how many rounds came before it (and one round gives the same exam as before rounds existed).
@@ -84,9 +93,6 @@ async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]]
                 f"{len(exam)} questions kept, short of target_questions {cfg.target_questions}, after "
                 f"{asked} asked (max_questions {cap})"
             )
-    stats["labels"] = await label_exam(
-        ctx, exam, use_examiner=cfg.labels == "examiner", batch_size=cfg.label_batch_size
-    )
     return exam, stats
 
 

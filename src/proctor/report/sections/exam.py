@@ -62,7 +62,7 @@ def _stat_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         v = stats[k]
         if k == "rounds":
-            sub = [(f"round {i}", f"{r['asked']} asked, {r['kept']} kept") for i, r in enumerate(v, 1)]
+            sub = [(f"round {i}", f"{r['asked']} asked in all, {r['kept']} kept") for i, r in enumerate(v, 1)]
             rows.append({"name": STAT_LABELS[k], "value": len(v), "sub": sub})
         elif isinstance(v, dict):
             rows.append({"name": STAT_LABELS.get(k, k), "value": sum(v.values()), "sub": sorted(v.items())})
