@@ -83,6 +83,14 @@ async def generate_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, An
         nxt = _next_round_size(cfg, rounds, cap)
         if nxt is None:
             break
+        log.info(
+            "exam round %d: %d asked, %d kept, short of target_questions %d; asking %d in all",
+            len(rounds),
+            asked,
+            len(exam),
+            cfg.target_questions,
+            nxt,
+        )
         asked = nxt
     _supersede(ctx, "exam_draft", {call.key for call in plan})
     stats.update(assembly)
