@@ -380,7 +380,7 @@ def test_exam_config_errors(exam_config: Path, tmp_path: Path) -> None:
         run_config(tmp_path / "bad2.yaml", out=tmp_path / "runs", show_progress=False)
     bad = exam_config.read_text().replace("labels: examiner", "labels: examiner\n  chunk_sampling: clusters")
     (tmp_path / "bad3.yaml").write_text(bad)
-    with pytest.raises(UserError, match="chunk_sampling: clusters .* no `embedder`"):
+    with pytest.raises(UserError, match=r"chunk_sampling: clusters .* no `embedder`"):
         run_config(tmp_path / "bad3.yaml", out=tmp_path / "runs", show_progress=False)
 
 

@@ -309,6 +309,36 @@ def test_questions_copied_from_the_worked_example_are_dropped() -> None:
     assert filter_draft(again, off, pats, None, source, ex).reason is None
 
 
+@pytest.mark.parametrize(
+    ("question", "dropped"),
+    [
+        # Kept by the 1.5B examiner on the method papers before these patterns existed.
+        ("What does the variable `i` represent in the code snippet?", True),
+        ("What is the main focus of the paper?", True),
+        ("What is the name of the table that contains the KIEval results on MMLU?", True),
+        ("What is the name of the model used in the first paragraph?", True),
+        ("What is the main reason for the strong agreement in this study?", True),
+        ("What is the name of the second author of the first paper?", True),
+        # Self-contained: the paper is named, or the question asks which paper.
+        ("Who is the first author of the paper 'Beyond scalar reward model'?", False),
+        ("Which paper introduced the Stanford Alpaca model?", False),
+        ("What does RECKON cluster before asking questions?", False),
+    ],
+)
+def test_default_patterns_catch_references_to_unseen_papers_tables_and_snippets(
+    question: str, dropped: bool
+) -> None:
+    cfg = FilterConfig(distractor_source_margin=None)
+    d = filter_draft(
+        _draft(question, "Knowledge units", ["Chunks", "Documents", "Tokens"]),
+        cfg,
+        compile_patterns(cfg.not_self_contained),
+        None,
+        None,
+    )
+    assert (d.reason == "not_self_contained") is dropped
+
+
 def test_ngram_helpers() -> None:
     assert option_ngram_size(["a b", "c d e f", "g h i"]) == 3
     assert ngrams(words("The Tarn canal"), 5) == {("the", "tarn", "canal")}

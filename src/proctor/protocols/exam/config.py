@@ -18,6 +18,14 @@ DEFAULT_NOT_SELF_CONTAINED = [
     r"\bthe (text|passage|document|article|excerpt|paragraph|author) "
     r"(says|states|mentions|describes|notes)\b",
     r"\b(mentioned|described|stated|given|discussed) (above|below|here)\b",
+    # Seen with small examiners on research papers: a paper, table or snippet the candidate never sees.
+    r"\b(in|from) (the|this|that) "
+    r"(paper|study|table|figure|code|code snippet|snippet|chapter|equation|appendix)s?\b",
+    r"\b(the|this) (paper|study|table|figure|snippet|chapter|article|work)\s*\?\s*$",
+    r"\bthe (first|second|third|last|previous|next|following|preceding) "
+    r"(paragraph|section|sentence|table|figure|paper|page|line|example)s?\b",
+    r"\bthis (paper|study|work|article|table|figure)\b",
+    r"\bthe (table|figure|code snippet|snippet)\b",
 ]
 
 
