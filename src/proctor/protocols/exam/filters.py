@@ -120,7 +120,7 @@ class ExampleTerms:
         for sentence in re.split(r"(?<=[.!?])\s+", passage):
             for m in re.finditer(r"(?<!^)\b[A-Z][a-z]{3,}\b", sentence.strip()):
                 names.add(m.group(0).lower())
-        numbers = {n for n in re.findall(r"\b\d{3,}\b", passage)}
+        numbers = set(re.findall(r"\b\d{3,}\b", passage))
         return cls(frozenset(names), frozenset(numbers))
 
     def copied(self, text: str, source_text: str | None) -> bool:
