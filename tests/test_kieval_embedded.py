@@ -15,7 +15,7 @@ pytestmark = pytest.mark.embedded
 
 
 def test_kieval_one_round_on_embedded_model(tmp_path: Path) -> None:
-    seed = resources.files("proctor") / "data" / "kieval" / "general_science.jsonl"
+    seed = resources.files("proctor") / "protocols" / "kieval" / "data" / "general_science.jsonl"
     cfg = RunConfig.model_validate(
         {
             "protocol": "kieval",

@@ -264,7 +264,7 @@ def test_qa_section(qa_html: str) -> None:
 
 
 def test_judge_agreement_counts(qa_store: RunStore) -> None:
-    from proctor.report.sections.qa import qa_context
+    from proctor.protocols.qa.report import qa_context
 
     ctx = qa_context(qa_store)
     agreement = ctx["agreement"]
@@ -282,8 +282,14 @@ def test_judge_agreement_counts(qa_store: RunStore) -> None:
 def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = RunStore(tmp_path / "run.sqlite")
     store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
+    store.put_item("k1", "guess", {"question": SCRIPT, "answer": "x"})
+    store.put_item("k2", "guess", {"question": "q"}, status="error", error="boom", error_cause="timeout")
+    store.put_artifact("summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}})
     html = render_report_html(store)
-    assert "no report section for the protocol" in html
+    # A protocol without report code gets the default section: estimates, item table, failures by cause.
+    assert "candidates.c.accuracy" in html and "[0.100, 0.900]" in html
+    assert "Items: guess (2)" in html and "&lt;script&gt;" in html and SCRIPT not in html
+    assert "<td>timeout</td>" in html
     monkeypatch.setitem(SECTIONS, "nosuchprotocol", lambda s: "<p id='custom'>kieval fragment</p>")
     assert "<p id='custom'>kieval fragment</p>" in render_report_html(store)
 

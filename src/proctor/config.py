@@ -72,22 +72,16 @@ class CandidateConfig(Strict):
     max_tokens: int = Field(256, ge=1)
 
 
-class RolesConfig(Strict):
-    """Which model (a key of `models`) plays which role."""
-
-    examiner: str | None = None
-    judge: str | None = None
-    interactor: str | None = None
-    evaluator: str | None = None
-
-
 class RunConfig(Strict):
     protocol: str
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     seed: int = 0
     corpus: CorpusConfig
     models: dict[str, ModelConfig]
-    roles: RolesConfig = RolesConfig()
+    roles: dict[str, str] = Field(
+        default_factory=dict,
+        description="which model (a key of `models`) plays which of the protocol's roles",
+    )
     embedder: str | None = Field(None, description="e.g. local/all-minilm-l6-v2; needed for dense/hybrid")
     candidates: list[CandidateConfig] = []
     cache_dir: str | None = None
@@ -129,9 +123,13 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _references(self) -> RunConfig:
         names = set(self.models)
-        for role in RolesConfig.model_fields:
-            ref = getattr(self.roles, role)
-            if ref is not None and ref not in names:
+        from proctor.protocols.registry import get_protocol
+
+        problem = get_protocol(self.protocol).unknown_role(self.roles)
+        if problem:
+            raise ValueError(problem)
+        for role, ref in self.roles.items():
+            if ref not in names:
                 raise ValueError(
                     f"roles.{role} refers to model '{ref}', which is not a key of `models` {sorted(names)}"
                 )

@@ -14,12 +14,27 @@ class UserError(ProctorError):
     """
 
 
-class ModelCallError(ProctorError):
-    """A model call failed after retries; callers record it on their item (with `cause`)."""
+class StepError(ProctorError):
+    """A unit of work failed; the step runner records it on the unit with `cause`, never drops it.
 
-    def __init__(self, message: str, *, cause: str = "error", status: int | None = None) -> None:
+    Protocol code raises it for failures of its own (a reply that fails a check, say); model-call
+    failures are the subclass `ModelCallError`. Causes are short snake_case words — one vocabulary:
+
+    * final (a `--resume` would reproduce them, so it does not retry them): see `FINAL_CAUSES`;
+    * anything else is transient (`timeout`, `connection`, `http_429`, `http_5xx`, `bad_response`,
+      `truncated`, `budget`, ...) and retried by `--resume`.
+    """
+
+    def __init__(self, message: str, *, cause: str = "error") -> None:
         super().__init__(message)
         self.cause = cause
+
+
+class ModelCallError(StepError):
+    """A model call failed after retries; the step runner records it on its item (with `cause`)."""
+
+    def __init__(self, message: str, *, cause: str = "error", status: int | None = None) -> None:
+        super().__init__(message, cause=cause)
         self.status = status
 
 
@@ -29,3 +44,24 @@ class StructuredOutputError(ModelCallError):
     def __init__(self, message: str, *, raw: str = "") -> None:
         super().__init__(message, cause="unparseable")
         self.raw = raw
+
+
+# The one error policy. A final failure is settled: the same config re-run (or resumed) would read the
+# same cached reply or meet the same refusal, so it is reported, not retried. `http_401`/`http_403` are
+# not final: the user fixes the key and resumes.
+FINAL_CAUSES = frozenset(
+    {
+        "unparseable",  # the reply could not be parsed after the bounded re-asks (cached: same again)
+        "unsupported",  # the server lacks a feature the step needs (e.g. prompt logprobs)
+        "invalid_output",  # a parsed reply failed the step's own checks
+        "http_400",  # the request itself is rejected (e.g. context too long)
+        "http_404",
+        "http_413",
+        "http_422",
+    }
+)
+
+
+def is_final(cause: str | None) -> bool:
+    """True when a failure with this cause should not be retried by `--resume`."""
+    return cause in FINAL_CAUSES

@@ -83,6 +83,10 @@ def run_config(
     show_progress: bool = True,
 ) -> RunResult:
     cfg = config if isinstance(config, RunConfig) else load_config(config)
+    protocol = get_protocol(cfg.protocol)
+    missing = protocol.missing_role(cfg.roles)
+    if missing:
+        raise UserError(f"{missing}.")
     models = build_models(cfg)
     asyncio.run(check_servers(cfg))
     run_dir = _run_dir(cfg, Path(out), resume)
@@ -97,16 +101,22 @@ def run_config(
             run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__
         )
         log.info("run %s (%s) started%s", run_dir.name, cfg.protocol, " (resumed)" if resume else "")
-        protocol = get_protocol(cfg.protocol)
         with ProgressReporter(store.live, enabled=show_progress) as progress:
             budget = Budget(cfg.budget_usd, store.spent_usd()) if cfg.budget_usd is not None else None
-            ctx = RunContext(
-                cfg, run_dir, store, models, progress, np.random.default_rng(cfg.seed), budget=budget
+            ctx: RunContext[Any] = RunContext(
+                cfg,
+                run_dir,
+                store,
+                models,
+                progress,
+                np.random.default_rng(cfg.seed),
+                budget=budget,
+                protocol=protocol,
             )
 
             async def main() -> dict[str, Any]:
                 try:
-                    return await protocol(ctx)
+                    return await protocol.run(ctx)
                 finally:
                     for m in models.values():
                         await m.aclose()

@@ -1,7 +1,9 @@
-"""The one prompt loader: Jinja2 templates shipped as files, one folder per protocol.
+"""The one prompt loader: Jinja2 templates shipped as files.
 
-A prompt named `qa/generate` is `qa/generate.system.j2` (optional) plus `qa/generate.user.j2`.
-`prompt_version(name)` hashes the template text so results record which wording produced them.
+A prompt named `qa/generate` is `generate.system.j2` (optional) plus `generate.user.j2`, found in the
+protocol's own package (`proctor/protocols/qa/prompts/`) or, for prompts shared by several protocols
+(`judging/`, `candidates/`, `common/`), in this folder. `prompt_version(name)` hashes the template text
+so results record which wording produced them.
 """
 
 from __future__ import annotations
@@ -15,15 +17,46 @@ import jinja2
 from proctor.models.types import Message
 
 PROMPT_DIR = Path(__file__).parent
+PROTOCOLS_DIR = PROMPT_DIR.parent / "protocols"
+
+
+def _template_name(name: str) -> str:
+    """`qa/generate.user.j2` -> `qa/prompts/generate.user.j2` when the protocol package holds it."""
+    head, _, rest = name.partition("/")
+    if rest and (PROTOCOLS_DIR / head / "prompts" / rest).exists():
+        return f"{head}/prompts/{rest}"
+    return name
+
+
+class _Loader(jinja2.BaseLoader):
+    """Shared prompts from this folder, protocol prompts from `protocols/<protocol>/prompts/`."""
+
+    def __init__(self) -> None:
+        self._shared = jinja2.FileSystemLoader(str(PROMPT_DIR))
+        self._protocols = jinja2.FileSystemLoader(str(PROTOCOLS_DIR))
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, object]:
+        resolved = _template_name(template)
+        loader = self._protocols if resolved != template else self._shared
+        return loader.get_source(environment, resolved)
+
 
 _env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(PROMPT_DIR)),
+    loader=_Loader(),
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=False,
     trim_blocks=True,
     lstrip_blocks=True,
     autoescape=False,  # prompts are plain text; HTML escaping happens in the report
 )
+
+
+def prompt_path(template: str) -> Path:
+    """The file a template name refers to (protocol package first, then the shared folder)."""
+    resolved = _template_name(template)
+    return (PROTOCOLS_DIR if resolved != template else PROMPT_DIR) / resolved
 
 
 def render_text(template: str, **variables: object) -> str:
@@ -33,7 +66,7 @@ def render_text(template: str, **variables: object) -> str:
 def render_messages(name: str, **variables: object) -> list[Message]:
     """Render `name.system.j2` (if present) and `name.user.j2` into chat messages."""
     messages: list[Message] = []
-    if (PROMPT_DIR / f"{name}.system.j2").exists():
+    if prompt_path(f"{name}.system.j2").exists():
         messages.append({"role": "system", "content": render_text(f"{name}.system.j2", **variables)})
     messages.append({"role": "user", "content": render_text(f"{name}.user.j2", **variables)})
     return messages
@@ -43,7 +76,7 @@ def render_messages(name: str, **variables: object) -> list[Message]:
 def prompt_version(name: str) -> str:
     h = hashlib.sha256()
     for part in ("system", "user"):
-        p = PROMPT_DIR / f"{name}.{part}.j2"
+        p = prompt_path(f"{name}.{part}.j2")
         if p.exists():
             h.update(p.read_bytes())
     return h.hexdigest()[:12]

@@ -64,3 +64,6 @@ class Stage:
 
     def advance(self, n: int = 1) -> None:
         self._progress.advance(self._task, n)
+
+    def finish(self) -> None:
+        """The stage's work is over (also when it had nothing to do)."""

@@ -1,6 +1,11 @@
-"""Protocols are found by name: package `proctor.protocols.<name>` with `config.Config` (the pydantic
-model of the config section named after the protocol) and `run.run` (`async run(ctx) -> summary`).
-Adding a protocol touches no shared file."""
+"""Protocols declare themselves; the registry finds them by name.
+
+A protocol is the package `proctor.protocols.<name>` whose `__init__.py` defines `PROTOCOL`, a
+`Protocol`: its name, the model of its config section (the YAML section named after it), the roles it
+needs with one-line descriptions, and `run(ctx) -> summary`. Everything else a protocol has — prompts
+(`prompts/`), report section (`report.py`, `report.html.j2`), demo config (`demo.yaml`) — sits in the
+same package. Adding a protocol touches no shared file.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,71 @@ import importlib
 import importlib.util
 import pkgutil
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from proctor.protocols.base import RunContext
+    from proctor.protocols.context import RunContext
 
-ProtocolFn = Callable[["RunContext"], Awaitable[dict[str, Any]]]
+S = TypeVar("S", bound=BaseModel)
+PROTOCOLS_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Role:
+    """A model role a protocol uses; `required` roles must be filled in the config's `roles:`."""
+
+    name: str
+    description: str
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Protocol(Generic[S]):
+    name: str
+    settings: type[S]
+    roles: tuple[Role, ...]
+    run: Callable[[RunContext[S]], Awaitable[dict[str, Any]]]
+
+    @property
+    def package_dir(self) -> Path:
+        return PROTOCOLS_DIR / self.name
+
+    @property
+    def demo_config(self) -> Path | None:
+        path = self.package_dir / "demo.yaml"
+        return path if path.is_file() else None
+
+    def role_help(self) -> str:
+        """`examiner (writes the questions), judge (optional: ...)` — for error messages and `options`."""
+        return (
+            ", ".join(f"{r.name} ({'' if r.required else 'optional: '}{r.description})" for r in self.roles)
+            or "none"
+        )
+
+    def unknown_role(self, roles: dict[str, str]) -> str | None:
+        """A one-line problem when a config names a role this protocol does not have (checked when the
+        config is read), or None."""
+        unknown = sorted(set(roles) - {r.name for r in self.roles})
+        if unknown:
+            return (
+                f"roles.{unknown[0]}: the {self.name} protocol has no role '{unknown[0]}'; "
+                f"its roles are {self.role_help()}"
+            )
+        return None
+
+    def missing_role(self, roles: dict[str, str]) -> str | None:
+        """A one-line problem when a required role is not filled (checked when a run starts), or None."""
+        missing = [r.name for r in self.roles if r.required and r.name not in roles]
+        if missing:
+            return (
+                f"roles.{missing[0]} is required by the {self.name} protocol — add "
+                f"`roles: {{{missing[0]}: <a key of models>}}`; its roles are {self.role_help()}"
+            )
+        return None
 
 
 def protocol_names() -> list[str]:
@@ -24,15 +86,18 @@ def protocol_names() -> list[str]:
     return sorted(
         m.name
         for m in pkgutil.iter_modules(pkg.__path__)
-        if m.ispkg and importlib.util.find_spec(f"proctor.protocols.{m.name}.config") is not None
+        if m.ispkg and (PROTOCOLS_DIR / m.name / "config.py").exists()
     )
 
 
-def protocol_config_class(name: str) -> type[BaseModel]:
+def get_protocol(name: str) -> Protocol[Any]:
     if name not in protocol_names():
         raise ValueError(f"unknown protocol '{name}'; choose one of {', '.join(protocol_names())}")
-    return importlib.import_module(f"proctor.protocols.{name}.config").Config  # type: ignore[no-any-return]
+    declared = getattr(importlib.import_module(f"proctor.protocols.{name}"), "PROTOCOL", None)
+    if not isinstance(declared, Protocol):
+        raise TypeError(f"proctor.protocols.{name} must define PROTOCOL = Protocol(...)")
+    return declared
 
 
-def get_protocol(name: str) -> ProtocolFn:
-    return importlib.import_module(f"proctor.protocols.{name}.run").run  # type: ignore[no-any-return]
+def protocol_config_class(name: str) -> type[BaseModel]:
+    return get_protocol(name).settings

@@ -13,9 +13,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 
 TEMPLATES = Path(__file__).parent / "templates"
+# A protocol's section template lives in its package: `<protocol>/report.html.j2` under this folder.
+PROTOCOLS = Path(__file__).parent.parent / "protocols"
 DASH = "—"
 
 
@@ -82,7 +84,7 @@ def pretty_json(value: Any) -> str:
 def environment() -> Environment:
     """The shared environment; autoescape is unconditional, whatever the template's file name."""
     env = Environment(
-        loader=FileSystemLoader(str(TEMPLATES)),
+        loader=ChoiceLoader([FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS))]),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -102,5 +104,5 @@ def environment() -> Environment:
 
 
 def render_template(name: str, **context: Any) -> str:
-    """Render one template from `report/templates/` with autoescaping."""
+    """Render one template (`report/templates/<name>` or `protocols/<name>`) with autoescaping."""
     return environment().get_template(name).render(**context)

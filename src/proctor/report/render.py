@@ -120,8 +120,6 @@ def _protocol_section(store: RunStore, protocol: str | None) -> dict[str, Any] |
     if not protocol:
         return None
     renderer = section_for(protocol)
-    if renderer is None:
-        return {"protocol": protocol, "html": None, "error": None}
     try:
         # Each renderer returns a fragment rendered by its own autoescaping template.
         return {"protocol": protocol, "html": Markup(renderer(store)), "error": None}

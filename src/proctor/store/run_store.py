@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
   cached INTEGER, attempts INTEGER, error TEXT, created REAL);
 CREATE TABLE IF NOT EXISTS judgments (
   item_key TEXT NOT NULL, judge TEXT NOT NULL, verdict TEXT, score REAL, reason TEXT, error TEXT,
-  data TEXT, PRIMARY KEY (item_key, judge));
+  data TEXT, error_cause TEXT, PRIMARY KEY (item_key, judge));
 CREATE TABLE IF NOT EXISTS metrics (
   name TEXT NOT NULL, subject TEXT NOT NULL, value REAL, lo REAL, hi REAL, n INTEGER, data TEXT,
   PRIMARY KEY (name, subject));
@@ -49,6 +49,9 @@ class RunStore:
         self._seq_lock = threading.Lock()
         conn = self._conn()
         conn.executescript(SCHEMA)
+        # Stores written before judgments had a cause column gain it (NULL for old rows).
+        if "error_cause" not in {r[1] for r in conn.execute("PRAGMA table_info(judgments)")}:
+            conn.execute("ALTER TABLE judgments ADD COLUMN error_cause TEXT")
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM items").fetchone()
         self._seq = int(row[0])
         # Live counters for progress display (this process's calls only).
@@ -204,13 +207,31 @@ class RunStore:
         score: float | None,
         reason: str | None,
         error: str | None = None,
+        error_cause: str | None = None,
         data: Any = None,
     ) -> None:
+        """Insert or replace one judge's decision on an item; a failed judgment carries `error` and its
+        `error_cause` from the one cause vocabulary (`proctor.errors`), as items do."""
         self._conn().execute(
-            "INSERT OR REPLACE INTO judgments (item_key, judge, verdict, score, reason, error, data)"
-            " VALUES (?,?,?,?,?,?,?)",
-            (item_key, judge, verdict, score, reason, error, json.dumps(data, ensure_ascii=False)),
+            "INSERT OR REPLACE INTO judgments"
+            " (item_key, judge, verdict, score, reason, error, error_cause, data) VALUES (?,?,?,?,?,?,?,?)",
+            (
+                item_key,
+                judge,
+                verdict,
+                score,
+                reason,
+                error,
+                error_cause,
+                json.dumps(data, ensure_ascii=False),
+            ),
         )
+
+    def get_judgment(self, item_key: str, judge: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT * FROM judgments WHERE item_key=? AND judge=?", (item_key, judge)
+        ).fetchone()
+        return _judgment(row) if row else None
 
     def judgments(self, item_key: str | None = None) -> list[dict[str, Any]]:
         if item_key is None:
@@ -219,7 +240,7 @@ class RunStore:
             rows = self._conn().execute(
                 "SELECT * FROM judgments WHERE item_key=? ORDER BY judge", (item_key,)
             )
-        return [dict(r) for r in rows]
+        return [_judgment(r) for r in rows]
 
     # --- metrics and artifacts --------------------------------------------------------------------
     def put_metric(
@@ -302,6 +323,12 @@ def _column(values: list[Any]) -> list[Any]:
     if kinds <= {int, float} or len(kinds) <= 1:
         return values
     return [None if v is None else str(v) for v in values]
+
+
+def _judgment(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    d["data"] = json.loads(d["data"]) if d.get("data") else None
+    return d
 
 
 def _item(row: sqlite3.Row) -> dict[str, Any]:

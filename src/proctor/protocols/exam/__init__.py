@@ -7,3 +7,20 @@ down by Bloom level, question word and topic; item response theory (`proctor.psy
 pipeline and component abilities, item quality and information, prunes uninformative items and replays
 adaptive testing on the calibrated exam.
 """
+
+from proctor.protocols.exam.config import Config
+from proctor.protocols.exam.run import run
+from proctor.protocols.registry import Protocol, Role
+
+PROTOCOL = Protocol(
+    name="exam",
+    settings=Config,
+    roles=(
+        Role(
+            "examiner",
+            "writes the questions and Bloom labels (not needed when the exam comes from `exam.exam_file`)",
+            required=False,
+        ),
+    ),
+    run=run,
+)

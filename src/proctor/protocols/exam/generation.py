@@ -13,7 +13,7 @@ from typing import Any
 
 from proctor.errors import ModelCallError
 from proctor.models.types import Message
-from proctor.prompts import PROMPT_DIR, prompt_version, render_messages, render_text
+from proctor.prompts import prompt_path, prompt_version, render_messages, render_text
 from proctor.protocols.base import RunContext, work_key
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
@@ -26,7 +26,7 @@ def generation_prompt_version() -> str:
     """Version of the whole generation prompt: the instructions and the worked example."""
     h = hashlib.sha256(prompt_version(PROMPT).encode())
     for name in EXAMPLE_FILES:
-        h.update((PROMPT_DIR / name).read_bytes())
+        h.update(prompt_path(name).read_bytes())
     return h.hexdigest()[:12]
 
 

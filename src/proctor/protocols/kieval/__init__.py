@@ -2,6 +2,21 @@
 conversation; an interactor probes the candidate's knowledge over several rounds; evaluators score every
 round on five aspects and may stop early; a decaying-weight score summarises each conversation."""
 
+from proctor.protocols.kieval.config import Config
+from proctor.protocols.kieval.run import run
 from proctor.protocols.kieval.scoring import contamination, score
+from proctor.protocols.registry import Protocol, Role
 
-__all__ = ["contamination", "score"]
+__all__ = ["PROTOCOL", "contamination", "score"]
+
+PROTOCOL = Protocol(
+    name="kieval",
+    settings=Config,
+    roles=(
+        Role("interactor", "asks the follow-up questions of each conversation"),
+        Role(
+            "evaluator", "scores every round on the five aspects (defaults to the interactor)", required=False
+        ),
+    ),
+    run=run,
+)

@@ -3,3 +3,21 @@
 The examiner writes open questions with reference answers from corpus chunks; each candidate (plain LLM
 or RAG) answers; answers are scored by EM/F1 and by LLM judges with and without the reference.
 """
+
+from proctor.protocols.qa.config import Config
+from proctor.protocols.qa.run import run
+from proctor.protocols.registry import Protocol, Role
+
+PROTOCOL = Protocol(
+    name="qa",
+    settings=Config,
+    roles=(
+        Role("examiner", "writes a question and reference answer per chunk"),
+        Role(
+            "judge",
+            "judges answers with and without the reference (needed when `qa.judges` is not empty)",
+            required=False,
+        ),
+    ),
+    run=run,
+)

@@ -8,3 +8,17 @@ The per-unit reference-QA baseline runs on the same units and candidates, with i
 Modules: `config` (the `reckon:` section), `units`, `clustering`, `questions`, `candidates`, `judging`,
 `rounds`, `baselines`, `cost`, `metaeval`, `run` (`async run(ctx) -> summary`).
 """
+
+from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.run import run
+from proctor.protocols.registry import Protocol, Role
+
+PROTOCOL = Protocol(
+    name="reckon",
+    settings=Config,
+    roles=(
+        Role("examiner", "extracts knowledge units, writes cluster questions and the baseline questions"),
+        Role("judge", "extracts excerpts and judges each unit against its reference"),
+    ),
+    run=run,
+)

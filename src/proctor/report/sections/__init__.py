@@ -1,11 +1,10 @@
 """Protocol sections of the report: protocol name -> renderer of an HTML fragment.
 
-A renderer takes the run store and returns HTML produced by its own autoescaping template
-(`proctor.report._env.render_template`), never by string concatenation of store text. To add a
-protocol, write `sections/<protocol>.py` with a renderer and its template
-`templates/section_<protocol>.html.j2`; `section_for` finds it by name (module
-`proctor.report.sections.<protocol>` with a `render(store) -> str` function), or call
-`register_section` from outside the package.
+A protocol's section lives in its own package: `proctor.protocols.<protocol>.report` with a
+`render(store) -> str` function and its autoescaping template `protocols/<protocol>/report.html.j2`.
+A protocol without one gets the kit's default section (headline estimates, item tables by kind,
+errors by cause), so a new protocol has a useful report before it writes report code.
+`register_section` overrides the lookup from outside the package (tests, plugins).
 """
 
 from __future__ import annotations
@@ -13,14 +12,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from proctor.report.sections.qa import render_qa_section
 from proctor.store import RunStore
 
 SectionRenderer = Callable[[RunStore], str]
 
-SECTIONS: dict[str, SectionRenderer] = {
-    "qa": render_qa_section,
-}
+SECTIONS: dict[str, SectionRenderer] = {}
 
 
 def register_section(protocol: str) -> Callable[[SectionRenderer], SectionRenderer]:
@@ -33,19 +29,21 @@ def register_section(protocol: str) -> Callable[[SectionRenderer], SectionRender
     return deco
 
 
-def section_for(protocol: str) -> SectionRenderer | None:
-    """The registered renderer, else `proctor.report.sections.<protocol>.render` if that module exists."""
+def section_for(protocol: str) -> SectionRenderer:
+    """The registered renderer, else `proctor.protocols.<protocol>.report.render`, else the default."""
     if protocol in SECTIONS:
         return SECTIONS[protocol]
+    from proctor.protocols.default_report import render_default_section
+
     if not protocol.isidentifier():
-        return None
+        return render_default_section
+    name = f"proctor.protocols.{protocol}.report"
     try:
-        module = importlib.import_module(f"proctor.report.sections.{protocol}")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name == f"proctor.report.sections.{protocol}":
-            return None
+        if e.name is not None and name.startswith(e.name):
+            return render_default_section
         raise
-    renderer: SectionRenderer | None = getattr(module, "render", None)
-    if renderer is not None:
-        SECTIONS[protocol] = renderer
+    renderer: SectionRenderer = getattr(module, "render", render_default_section)
+    SECTIONS[protocol] = renderer
     return renderer

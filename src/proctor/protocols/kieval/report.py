@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from proctor.report import plots_kieval
+from proctor.protocols.kieval import plots as plots_kieval
 from proctor.report._env import render_template
 from proctor.store import RunStore
 
@@ -285,4 +285,4 @@ def kieval_context(store: RunStore) -> dict[str, Any]:
 
 def render(store: RunStore) -> str:
     """HTML fragment of the KIEval section."""
-    return render_template("section_kieval.html.j2", **kieval_context(store))
+    return render_template("kieval/report.html.j2", **kieval_context(store))

@@ -2,7 +2,7 @@
 
 Reads: items `exam_question` and `exam_response`; artifacts `exam_stats`, `exam_baselines`,
 `exam_pipelines`, `exam_breakdowns`, `exam_irt`; metric `accuracy` per pipeline. Everything is
-rendered through the autoescaping template `section_exam.html.j2`; plots are drawn from stored numbers.
+rendered through the autoescaping template `exam/report.html.j2`; plots are drawn from stored numbers.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from proctor.report import plots, plots_exam
+from proctor.protocols.exam import plots as plots_exam
+from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.store import RunStore
 
@@ -307,4 +308,4 @@ def exam_context(store: RunStore) -> dict[str, Any]:
 
 def render(store: RunStore) -> str:
     """HTML fragment of the exam protocol section."""
-    return render_template("section_exam.html.j2", **exam_context(store))
+    return render_template("exam/report.html.j2", **exam_context(store))

@@ -12,7 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from proctor.report import plots, plots_reckon
+from proctor.protocols.reckon import plots as plots_reckon
+from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.store import RunStore
 
@@ -153,4 +154,4 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
 
 def render(store: RunStore) -> str:
     """HTML fragment of the reckon protocol section."""
-    return render_template("section_reckon.html.j2", **reckon_context(store))
+    return render_template("reckon/report.html.j2", **reckon_context(store))

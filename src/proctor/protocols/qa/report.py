@@ -333,6 +333,6 @@ def qa_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render_qa_section(store: RunStore) -> str:
+def render(store: RunStore) -> str:
     """HTML fragment of the qa protocol section."""
-    return render_template("section_qa.html.j2", **qa_context(store))
+    return render_template("qa/report.html.j2", **qa_context(store))

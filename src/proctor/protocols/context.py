@@ -1,0 +1,203 @@
+"""What every protocol gets: the run context — its typed settings, models by role, store, seeded RNG,
+progress, budget, the corpus and shared retrievers — and the step runner (`ctx.map`, `ctx.judge`).
+
+The context is generic in the protocol's settings model, so `ctx.settings` is typed without casts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+import numpy as np
+from pydantic import BaseModel
+
+from proctor.candidates import Candidate
+from proctor.config import CandidateConfig, RunConfig
+from proctor.errors import UserError
+from proctor.models.base import Model
+from proctor.models.recording import Budget
+from proctor.protocols.progress import ProgressReporter
+from proctor.protocols.steps import Judgment, Outcome, Payload, run_steps
+from proctor.store import RunStore
+
+if TYPE_CHECKING:
+    from proctor.corpus import Corpus
+    from proctor.embeddings.base import Embedder
+    from proctor.protocols.registry import Protocol
+    from proctor.retrieval.base import Retriever
+
+S = TypeVar("S", bound=BaseModel)
+U = TypeVar("U")
+P = TypeVar("P", bound=Payload)
+
+
+def work_key(prefix: str, *parts: Any) -> str:
+    """Content-derived key of a unit of work: same inputs, same key, across runs and resumes."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return f"{prefix}_{hashlib.sha256(blob.encode()).hexdigest()[:20]}"
+
+
+@dataclass
+class RunContext(Generic[S]):
+    config: RunConfig
+    run_dir: Path
+    store: RunStore
+    models: dict[str, Model]
+    progress: ProgressReporter
+    rng: np.random.Generator
+    budget: Budget | None = None
+    protocol: Protocol[S] | None = None
+    _embedder: Embedder | None = field(default=None, repr=False)
+    _corpus: Corpus | None = field(default=None, repr=False)
+    _retrievers: dict[str, Retriever] = field(default_factory=dict, repr=False)
+
+    @property
+    def settings(self) -> S:
+        """The protocol's own config section, validated by its settings model."""
+        return cast(S, self.config.settings)
+
+    # --- models by role -----------------------------------------------------------------------------
+    def role(self, role: str) -> Model:
+        """The model playing `role`; a role the config does not fill gives the usual one-paragraph error
+        naming the protocol's roles."""
+        name = self.config.roles.get(role)
+        if name is None:
+            declared = self.protocol.role_help() if self.protocol is not None else role
+            raise UserError(
+                f"roles.{role}: the {self.config.protocol} protocol needs a model for the {role} role "
+                f"here. Add `roles: {{{role}: <a key of models>}}` to the config. Its roles: {declared}."
+            )
+        return self.models[name]
+
+    def role_model_name(self, role: str) -> str:
+        self.role(role)
+        return self.config.roles[role]
+
+    # --- corpus, embedder, retrievers ---------------------------------------------------------------
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            from proctor.corpus import load_corpus
+
+            self._corpus = load_corpus(self.config.corpus)
+        return self._corpus
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            if not self.config.embedder:
+                raise UserError(
+                    "embedder: this run needs an embedder; set `embedder: local/all-minilm-l6-v2`."
+                )
+            from proctor.embeddings import get_embedder
+
+            self._embedder = get_embedder(self.config.embedder, cache_dir=self.config.cache_dir)
+        return self._embedder
+
+    def retriever(self, kind: str) -> Retriever | None:
+        """The run's retriever of this kind over its corpus, or None for closed-book. Built once and
+        shared, so every candidate (and baseline) with the same retriever searches the same index."""
+        if kind == "closed_book":
+            return None
+        if kind not in self._retrievers:
+            from proctor.retrieval import make_retriever
+
+            embedder = self.embedder if kind in ("dense", "hybrid") else None
+            self._retrievers[kind] = make_retriever(kind, self.corpus.chunks, embedder=embedder)
+        return self._retrievers[kind]
+
+    # --- candidates ---------------------------------------------------------------------------------
+    def candidate(self, c: CandidateConfig, *, max_tokens: int | None = None) -> Candidate:
+        """The system under test a `candidates:` entry describes; `max_tokens` overrides its reply budget
+        where a protocol asks for longer or shorter replies than the candidate's own setting."""
+        return Candidate(
+            c.name,
+            self.models[c.model],
+            retriever=self.retriever(c.retriever),
+            k=c.k,
+            temperature=c.temperature,
+            max_tokens=max_tokens or c.max_tokens,
+            seed=self.config.seed,
+        )
+
+    def candidate_identity(self, c: CandidateConfig) -> list[Any]:
+        """What makes a candidate's answers differ — its config and its model's identity (for `local/`
+        models the weights' hash). The one identity used in every answer key."""
+        return [c.model_dump(), self.models[c.model].provider.identity()]
+
+    async def run_items(self, description: str, items: Any, *, is_done: Any, on_error: Any) -> None:
+        await _legacy_run_items(self, description, items, is_done=is_done, on_error=on_error)
+
+    # --- the step runner ----------------------------------------------------------------------------
+    async def map(
+        self,
+        description: str,
+        units: Iterable[U],
+        step: Callable[[U], Awaitable[P]],
+        *,
+        key: Callable[[U], str],
+        role: str,
+        output: type[P],
+        context: Callable[[U], dict[str, Any]] | None = None,
+    ) -> list[Outcome[U, P]]:
+        """Run `step` on every unit and store each result as an item of kind `output.KIND`.
+
+        Each unit's `key` names its item. Units already done (or failed for good, see
+        `proctor.errors.is_final`) are not run again: their stored result is handed back. The rest run
+        concurrently under the models' limiters; a success is stored as its typed payload, a failure with
+        its cause (and `context(unit)`, so the report can name the unit) — never dropped. Progress
+        advances per unit. Returns one `Outcome` per unit, in the order of `units`.
+        """
+        return await run_steps(self, description, list(units), step, key, role, output, context, judge=None)
+
+    async def judge(
+        self,
+        description: str,
+        units: Iterable[U],
+        step: Callable[[U], Awaitable[Judgment]],
+        *,
+        key: Callable[[U], str],
+        judge: str,
+        role: str,
+    ) -> list[Outcome[U, Judgment]]:
+        """`map` for judgments: each unit's `key` is the judged item's key, the verdict is stored in the
+        judgments table under the judge's name, with the same cause column as items."""
+        return await run_steps(self, description, list(units), step, key, role, Judgment, None, judge=judge)
+
+
+async def _legacy_run_items(
+    ctx: RunContext[Any],
+    description: str,
+    items: Iterable[tuple[str, str, Callable[[], Awaitable[Any]]]],
+    *,
+    is_done: Callable[[str], bool],
+    on_error: Callable[[str, Any], None],
+) -> None:
+    """TRANSITIONAL (removed when the ports land): the old closure-based runner."""
+    import asyncio
+
+    from proctor.errors import ModelCallError
+    from proctor.models.recording import call_scope
+
+    todo = [(k, role, fn) for k, role, fn in items if not is_done(k)]
+    stage = ctx.progress.stage(description, len(todo))
+
+    async def one(key: str, role: str, fn: Callable[[], Awaitable[Any]]) -> None:
+        with call_scope(recorder=ctx.store, role=role, item_key=key, budget=ctx.budget):
+            try:
+                await fn()
+            except ModelCallError as e:
+                on_error(key, e)
+        stage.advance()
+
+    await asyncio.gather(*(one(k, r, fn) for k, r, fn in todo))
+
+
+def successes(outcomes: Sequence[Outcome[U, P]]) -> list[P]:
+    """The values of the successful outcomes, in order."""
+    return [o.value for o in outcomes if o.value is not None]
