@@ -1,0 +1,49 @@
+"""LLM judging of open answers, with the reference answer or from the judge's own knowledge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from proctor.judging import judge_with_reference, judge_without_reference
+from proctor.models.base import Model
+from proctor.protocols.context import RunContext
+from proctor.protocols.shared.answers import AnswerItem
+from proctor.protocols.steps import Judgment, Outcome
+
+JudgeKind = Literal["with_reference", "without_reference"]
+JUDGE_NAMES: dict[JudgeKind, str] = {
+    "with_reference": "llm_with_reference",
+    "without_reference": "llm_without_reference",
+}
+
+
+async def judge_answers(
+    ctx: RunContext[Any],
+    answers: Sequence[tuple[str, AnswerItem]],
+    *,
+    kind: JudgeKind,
+    model: Model,
+    role: str = "judge",
+    description: str | None = None,
+) -> list[Outcome[tuple[str, AnswerItem], Judgment]]:
+    """Judge each (answer key, answer); stored as judgments named `JUDGE_NAMES[kind]` with score 1/0."""
+
+    async def judge(unit: tuple[str, AnswerItem]) -> Judgment:
+        a = unit[1]
+        if kind == "with_reference":
+            v = await judge_with_reference(
+                model, question=a.question, answer=a.answer, reference=a.reference_answer
+            )
+        else:
+            v = await judge_without_reference(model, question=a.question, answer=a.answer)
+        return Judgment(verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason)
+
+    return await ctx.judge(
+        description or f"judging ({kind.replace('_', ' ')})",
+        answers,
+        judge,
+        key=lambda unit: unit[0],
+        judge=JUDGE_NAMES[kind],
+        role=role,
+    )

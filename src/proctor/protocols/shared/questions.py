@@ -1,0 +1,146 @@
+"""Writing open questions with short reference answers from passages, and the filters every protocol
+applies to them (not self-contained, duplicate)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, Field
+
+from proctor.models.base import Model
+from proctor.prompts import render_messages
+from proctor.protocols.context import RunContext
+from proctor.protocols.steps import Outcome, Payload
+
+QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "question": {"type": "string", "minLength": 8},
+        "answer": {"type": "string", "minLength": 1},
+    },
+    "required": ["question", "answer"],
+}
+
+NOT_SELF_CONTAINED = re.compile(
+    r"\b(according to|in|from|based on) (the|this) (text|passage|document|article|excerpt|reference)\b"
+    r"|\bthe (text|passage|excerpt) (says|states|mentions)\b",
+    re.IGNORECASE,
+)
+
+
+class Question(Payload):
+    """A question with its reference answer, and where it came from."""
+
+    KIND: ClassVar[str] = "question"
+    question_id: str
+    question: str
+    reference_answer: str
+    prompt_version: str
+    source_chunk_ids: list[str] = Field(default_factory=list)
+    source: str | None = None
+    unit_id: str | None = None
+    generator: str | None = None
+
+
+Q = TypeVar("Q", bound=Question)
+
+
+@dataclass(frozen=True)
+class QuestionTask:
+    """One question to write: its key, the prompt's variables, the seed of the call, and provenance."""
+
+    key: str
+    variables: dict[str, Any]
+    seed: int
+    source_chunk_ids: list[str] = field(default_factory=list)
+    source: str | None = None
+    unit_id: str | None = None
+
+
+class GenerationStats(BaseModel):
+    planned: int = 0
+    generated: int = 0
+    failed: int = 0
+    filtered: dict[str, int] = Field(default_factory=dict)
+    kept: int = 0
+
+
+def strip(text: str) -> str:
+    return text.strip()
+
+
+async def write_questions(
+    ctx: RunContext[Any],
+    tasks: Sequence[QuestionTask],
+    *,
+    model: Model,
+    prompt: str,
+    prompt_version: str,
+    max_tokens: int,
+    output: type[Q],
+    role: str = "examiner",
+    description: str = "writing questions",
+    tidy: Callable[[str], str] = strip,
+) -> list[Outcome[QuestionTask, Q]]:
+    """Ask `model` (as `role`) for one question + reference answer per task with the JSON schema."""
+
+    async def write(t: QuestionTask) -> Q:
+        c = await model.generate(
+            render_messages(prompt, **t.variables),
+            json_schema=QUESTION_SCHEMA,
+            temperature=0.0,
+            seed=t.seed,
+            max_tokens=max_tokens,
+        )
+        return output(
+            question_id=t.key,
+            question=tidy(str(c.parsed["question"])),
+            reference_answer=tidy(str(c.parsed["answer"])),
+            source_chunk_ids=t.source_chunk_ids,
+            source=t.source,
+            unit_id=t.unit_id,
+            generator=model.spec,
+            prompt_version=prompt_version,
+        )
+
+    return await ctx.map(
+        description,
+        tasks,
+        write,
+        key=lambda t: t.key,
+        role=role,
+        output=output,
+        context=lambda t: {"question_id": t.key, "unit_id": t.unit_id},
+    )
+
+
+def _normalise(q: str) -> str:
+    return re.sub(r"\W+", " ", q.lower()).strip()
+
+
+def keep_questions(outcomes: Sequence[Outcome[QuestionTask, Q]]) -> tuple[list[Q], GenerationStats]:
+    """The questions that pass the filters, in task order (so the kept set is deterministic)."""
+    stats = GenerationStats(planned=len(outcomes))
+    kept: list[Q] = []
+    seen: set[str] = set()
+    for o in outcomes:
+        if o.value is None:
+            stats.failed += 1
+            continue
+        stats.generated += 1
+        q = o.value
+        reason = None
+        if NOT_SELF_CONTAINED.search(q.question):
+            reason = "not_self_contained"
+        elif _normalise(q.question) in seen:
+            reason = "duplicate"
+        if reason:
+            stats.filtered[reason] = stats.filtered.get(reason, 0) + 1
+            continue
+        seen.add(_normalise(q.question))
+        kept.append(q)
+    stats.kept = len(kept)
+    return kept, stats
