@@ -95,6 +95,7 @@ def run_config(
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    store: RunStore | None = None
     try:
         store = RunStore(run_dir / "run.sqlite")
         store.start_run(
@@ -136,6 +137,10 @@ def run_config(
         log.info("run %s finished", run_dir.name)
         return RunResult(run_dir, summary)
     finally:
+        # Checkpoint the WAL into run.sqlite and close: the run folder is complete the moment the run
+        # ends, even while this process goes on (e.g. `proctor demo` running the next protocol).
+        if store is not None:
+            store.close()
         log.removeHandler(handler)
         handler.close()
 

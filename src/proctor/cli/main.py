@@ -103,14 +103,21 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
 def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam")) -> None:
     """List the options of a protocol's config section (the YAML section named after it)."""
     from proctor.cli.options import option_rows, prose
-    from proctor.protocols.registry import protocol_config_class, protocol_names
+    from proctor.protocols.registry import get_protocol, protocol_names
 
     if protocol not in protocol_names():
         raise UserError(
             f"options: unknown protocol '{protocol}'; choose one of {', '.join(protocol_names())}."
         )
-    cls = protocol_config_class(protocol)
+    declared = get_protocol(protocol)
+    cls = declared.settings
     out.print(f"[bold]{protocol}:[/] {prose(cls.__doc__ or '')}", highlight=False)
+    out.print("\n[bold]roles[/]  which model (a key of `models`) plays each role, under `roles:`", highlight=False)
+    for role in declared.roles:
+        need = "required" if role.required else "optional"
+        out.print(f"  [cyan]roles.{role.name}[/]: {need}", highlight=False)
+        out.print(f"      {role.description}", highlight=False, markup=False)
+    out.print(f"\n[bold]{protocol}[/]  the `{protocol}:` section", highlight=False)
     for name, kind, default, what in option_rows(cls, prefix=f"{protocol}."):
         if kind == "section":
             out.print(f"\n[bold]{name}[/]  {what}", highlight=False)
@@ -121,35 +128,43 @@ def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam
             out.print(f"      {what}", highlight=False, markup=False)
 
 
+# `proctor demo` runs these, in this order: what proctor is for in under 10 minutes on 2 cores.
+QUICK_DEMOS = ("qa", "exam")
+
+
 @app.command()
 def demo(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
-    only: str = typer.Option("", "--only", help="comma-separated protocols to run (default: all)"),
+    all_demos: bool = typer.Option(False, "--all", help="run every protocol's demo (about 40 minutes)"),
+    only: str = typer.Option("", "--only", help="comma-separated protocols whose demos to run"),
     quiet: bool = typer.Option(False, "--quiet"),
 ) -> None:
-    """Run every shipped protocol on the fictional sample corpus with the embedded models, offline."""
+    """Run shipped demos on the fictional sample corpus with the embedded models, offline.
+
+    Without options: the qa demo (closed-book vs RAG, judged with the reference) and a small exam with
+    its IRT table. `--all` runs every protocol's demo; `--only kieval,reckon` the ones named."""
     from proctor.config import RunConfig
+    from proctor.config_paths import config_dir
+    from proctor.protocols.registry import get_protocol, protocol_names
     from proctor.runner import run_config
 
     data = resources.files("proctor") / "data"
-    configs = sorted((data / "demo").iterdir(), key=lambda p: p.name)
-    configs = [p for p in configs if p.name.endswith(".yaml")]
-    wanted = {w.strip() for w in only.split(",") if w.strip()}
-    known = {p.name.removesuffix(".yaml") for p in configs}
-    if wanted - known:
+    demos = {n: p for n in protocol_names() if (p := get_protocol(n).demo_config) is not None}
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    if set(wanted) - set(demos):
         raise UserError(
-            f"--only: no demo for {', '.join(sorted(wanted - known))}; demos: {', '.join(sorted(known))}."
+            f"--only: no demo for {', '.join(sorted(set(wanted) - set(demos)))}; "
+            f"demos: {', '.join(sorted(demos))}."
         )
+    names = wanted or (sorted(demos) if all_demos else [n for n in QUICK_DEMOS if n in demos])
     reports = []
-    for path in configs:
-        name = path.name.removesuffix(".yaml")
-        if wanted and name not in wanted:
-            continue
+    for name in names:
+        path = demos[name]
         text = path.read_text(encoding="utf-8").replace("${PROCTOR_DATA}", str(data))
         out.print(f"[bold]Demo: {name}[/]")
-        result = run_config(
-            RunConfig.model_validate(yaml.safe_load(text)), out=out_dir, show_progress=not quiet
-        )
+        with config_dir(path.parent):  # the demo's own files (seed questions, labels) sit beside it
+            cfg = RunConfig.model_validate(yaml.safe_load(text))
+        result = run_config(cfg, out=out_dir, show_progress=not quiet)
         _print_summary(result.summary)
         reports.append(result.run_dir / "report.html")
     for report in reports:

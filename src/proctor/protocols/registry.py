@@ -80,17 +80,30 @@ class Protocol(Generic[S]):
         return None
 
 
+# Protocols defined outside `proctor.protocols` (a user's package, the tests' example protocol).
+_REGISTERED: dict[str, Protocol[Any]] = {}
+
+
+def register_protocol(protocol: Protocol[S]) -> Protocol[S]:
+    """Make a protocol defined elsewhere runnable by name (`protocol: <name>` in a config)."""
+    _REGISTERED[protocol.name] = protocol
+    return protocol
+
+
 def protocol_names() -> list[str]:
     import proctor.protocols as pkg
 
-    return sorted(
+    shipped = {
         m.name
         for m in pkgutil.iter_modules(pkg.__path__)
         if m.ispkg and (PROTOCOLS_DIR / m.name / "config.py").exists()
-    )
+    }
+    return sorted(shipped | set(_REGISTERED))
 
 
 def get_protocol(name: str) -> Protocol[Any]:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
     if name not in protocol_names():
         raise ValueError(f"unknown protocol '{name}'; choose one of {', '.join(protocol_names())}")
     declared = getattr(importlib.import_module(f"proctor.protocols.{name}"), "PROTOCOL", None)
