@@ -22,8 +22,10 @@ app = typer.Typer(
 )
 models_app = typer.Typer(no_args_is_help=True, help="Check the models a config names.")
 app.add_typer(models_app, name="models")
-err = Console(stderr=True)
-out = Console()
+# Off a terminal (CI logs, `| tee`, nohup) rich would wrap tables at 80 columns; there, lines are as long
+# as their content needs.
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+out = Console(width=None if sys.stdout.isatty() else 200)
 
 
 @app.command()
@@ -112,7 +114,7 @@ def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam
     declared = get_protocol(protocol)
     cls = declared.settings
     out.print(f"[bold]{protocol}:[/] {prose(cls.__doc__ or '')}", highlight=False)
-    out.print("\n[bold]roles[/]  which model (a key of `models`) plays each role, under `roles:`", highlight=False)
+    out.print("\n[bold]roles[/]  which model (a key of `models`) plays each role", highlight=False)
     for role in declared.roles:
         need = "required" if role.required else "optional"
         out.print(f"  [cyan]roles.{role.name}[/]: {need}", highlight=False)
@@ -135,8 +137,8 @@ QUICK_DEMOS = ("qa", "exam")
 @app.command()
 def demo(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
-    all_demos: bool = typer.Option(False, "--all", help="run every protocol's demo (about 40 minutes)"),
-    only: str = typer.Option("", "--only", help="comma-separated protocols whose demos to run"),
+    all_demos: bool = typer.Option(False, "--all", help="run every protocol's full demo (about 40 minutes)"),
+    only: str = typer.Option("", "--only", help="comma-separated protocols whose full demos to run"),
     quiet: bool = typer.Option(False, "--quiet"),
 ) -> None:
     """Run shipped demos on the fictional sample corpus with the embedded models, offline.
@@ -156,10 +158,13 @@ def demo(
             f"--only: no demo for {', '.join(sorted(set(wanted) - set(demos)))}; "
             f"demos: {', '.join(sorted(demos))}."
         )
-    names = wanted or (sorted(demos) if all_demos else [n for n in QUICK_DEMOS if n in demos])
+    if wanted or all_demos:
+        configs = [demos[n] for n in (wanted or sorted(demos))]
+    else:
+        configs = [p for n in QUICK_DEMOS if (p := get_protocol(n).quick_demo_config) is not None]
     reports = []
-    for name in names:
-        path = demos[name]
+    for path in configs:
+        name = path.parent.name
         text = path.read_text(encoding="utf-8").replace("${PROCTOR_DATA}", str(data))
         out.print(f"[bold]Demo: {name}[/]")
         with config_dir(path.parent):  # the demo's own files (seed questions, labels) sit beside it

@@ -48,8 +48,15 @@ class Protocol(Generic[S]):
 
     @property
     def demo_config(self) -> Path | None:
+        """The protocol's full demo (`proctor demo --all`)."""
         path = self.package_dir / "demo.yaml"
         return path if path.is_file() else None
+
+    @property
+    def quick_demo_config(self) -> Path | None:
+        """A smaller demo for `proctor demo`, when the full one takes too long for a first look."""
+        path = self.package_dir / "demo_quick.yaml"
+        return path if path.is_file() else self.demo_config
 
     def role_help(self) -> str:
         """`examiner (writes the questions), judge (optional: ...)` — for error messages and `options`."""
