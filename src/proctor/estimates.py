@@ -40,14 +40,17 @@ class Estimate(BaseModel):
     hi: float | None = None
     n: int = 0
     method: Method = "none"
+    k: int | None = None  # successes, for a proportion
 
     @classmethod
     def proportion(cls, successes: int, n: int) -> Estimate:
         """Share of successes, Wilson interval; no value (and no interval) when n == 0."""
         if n == 0:
-            return cls(value=None, n=0, method="wilson")
+            return cls(value=None, n=0, method="wilson", k=0)
         lo, hi = wilson_interval(successes, n)
-        return cls(value=_round(successes / n), lo=_round(lo), hi=_round(hi), n=n, method="wilson")
+        return cls(
+            value=_round(successes / n), lo=_round(lo), hi=_round(hi), n=n, method="wilson", k=successes
+        )
 
     @classmethod
     def mean(cls, values: Iterable[float], *, bounds: tuple[float, float] | None = None) -> Estimate:

@@ -15,199 +15,120 @@ baseline:judge_noref), so the store's call totals separate them from RECKON's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from proctor.candidates import Candidate
 from proctor.config import CandidateConfig
 from proctor.corpus.types import Chunk
-from proctor.errors import ModelCallError, UserError
-from proctor.judging import judge_with_reference, judge_without_reference
-from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.base import RunContext, work_key
-from proctor.protocols.reckon.candidates import candidate_identity
+from proctor.errors import UserError
+from proctor.prompts import prompt_version
+from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
+from proctor.protocols.shared.answers import AnswerItem, AnswerTask, answer_questions
+from proctor.protocols.shared.judges import JUDGE_NAMES, JudgeKind, judge_answers
+from proctor.protocols.shared.questions import Question, QuestionTask, write_questions
 
 PROMPT = "reckon/baseline_question"
-JW_R = "llm_with_reference"
-JW_OR = "llm_without_reference"
+JW_R = JUDGE_NAMES["with_reference"]
+JW_OR = JUDGE_NAMES["without_reference"]
 ROLES = {
     "question": "baseline:question",
     "answer": "baseline:answer",
     JW_R: "baseline:judge",
     JW_OR: "baseline:judge_noref",
 }
-QUESTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "question": {"type": "string", "minLength": 8},
-        "answer": {"type": "string", "minLength": 1},
-    },
-    "required": ["question", "answer"],
-}
 
 
-def answer_key(ctx: RunContext, ccfg: CandidateConfig, qkey: str) -> str:
-    return work_key("ba", candidate_identity(ctx, ccfg), qkey)
+class BaselineQuestion(Question):
+    KIND: ClassVar[str] = "baseline_question"
+
+
+class BaselineAnswer(AnswerItem):
+    KIND: ClassVar[str] = "baseline_answer"
+
+
+def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, qkey: str) -> str:
+    return work_key("ba", ctx.candidate_identity(ccfg), qkey)
+
+
+def _tidy(text: str) -> str:
+    return " ".join(text.split())
 
 
 async def run_baselines(
-    ctx: RunContext,
-    cfg: Config,
+    ctx: RunContext[Config],
     units: list[dict[str, Any]],
     candidates: list[tuple[CandidateConfig, Candidate]],
     chunks: dict[str, Chunk],
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Run the per-unit baseline; returns candidate -> unit_id -> outcome (answer key, verdicts, scores)."""
+    cfg = ctx.settings
     examiner = ctx.role("examiner")
-    judge = ctx.role("judge")
     version = prompt_version(PROMPT)
-    qkeys = {
-        u["unit_id"]: work_key(
-            "bq", u["unit_id"], u["chunk_id"], version, examiner.provider.identity(), ctx.config.seed
-        )
-        for u in units
-    }
-    by_qkey = {qkeys[u["unit_id"]]: u for u in units}
 
     def passage(u: dict[str, Any]) -> str:
         chunk = chunks.get(u["chunk_id"] or "")
         return chunk.text if chunk is not None else (u.get("evidence") or u["description"])
 
-    def make_q(key: str) -> Any:
-        u = by_qkey[key]
-
-        async def fn() -> None:
-            messages = render_messages(
-                PROMPT, passage=passage(u), keyword=u["keyword"], description=u["description"]
-            )
-            c = await examiner.generate(
-                messages,
-                json_schema=QUESTION_SCHEMA,
-                temperature=0.0,
-                seed=ctx.config.seed,
-                max_tokens=cfg.baseline_question_max_tokens,
-            )
-            ctx.store.put_item(
-                key,
-                "baseline_question",
-                {
-                    "question_id": key,
-                    "unit_id": u["unit_id"],
-                    "question": " ".join(str(c.parsed["question"]).split()),
-                    "reference_answer": " ".join(str(c.parsed["answer"]).split()),
-                    "prompt_version": version,
-                },
-            )
-
-        return fn
-
-    def q_error(key: str, e: ModelCallError) -> None:
-        ctx.store.put_failed(
-            key, "baseline_question", {"question_id": key, "unit_id": by_qkey[key]["unit_id"]}, e
+    tasks = [
+        QuestionTask(
+            work_key(
+                "bq", u["unit_id"], u["chunk_id"], version, examiner.provider.identity(), ctx.config.seed
+            ),
+            {"passage": passage(u), "keyword": u["keyword"], "description": u["description"]},
+            seed=ctx.config.seed,
+            source_chunk_ids=list(u["chunk_ids"]),
+            unit_id=u["unit_id"],
         )
-
-    await ctx.run_items(
-        "baseline: per-unit questions",
-        ((k, ROLES["question"], make_q(k)) for k in by_qkey),
-        is_done=ctx.store.is_settled,
-        on_error=q_error,
-    )
-    questions = {}
-    for uid, qk in qkeys.items():
-        it = ctx.store.get_item(qk)
-        if it is not None and it["status"] == "done":
-            questions[uid] = it["data"]
-
-    # Answers.
-    plan: dict[str, tuple[CandidateConfig, Candidate, dict[str, Any], dict[str, Any]]] = {}
-    for ccfg, cand in candidates:
-        for u in units:
-            q = questions.get(u["unit_id"])
-            if q is not None:
-                plan[answer_key(ctx, ccfg, q["question_id"])] = (ccfg, cand, q, u)
-
-    def a_base(cand: Candidate, q: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "candidate": cand.name,
-            "unit_id": q["unit_id"],
-            "question_id": q["question_id"],
-            "question": q["question"],
-            "reference_answer": q["reference_answer"],
-        }
-
-    def make_a(key: str) -> Any:
-        _, cand, q, u = plan[key]
-
-        async def fn() -> None:
-            ans = await cand.answer(q["question"], gold_ids=u["chunk_ids"])
-            ctx.store.put_item(
-                key,
-                "baseline_answer",
-                {**a_base(cand, q), "answer": ans.text, "retrieved_ids": ans.context_ids},
-            )
-
-        return fn
-
-    def a_error(key: str, e: ModelCallError) -> None:
-        _, cand, q, _ = plan[key]
-        ctx.store.put_failed(key, "baseline_answer", a_base(cand, q), e)
-
-    await ctx.run_items(
-        "baseline: answers",
-        ((k, ROLES["answer"], make_a(k)) for k in plan),
-        is_done=ctx.store.is_settled,
-        on_error=a_error,
-    )
-    answered = {
-        k: it["data"] for k in plan if (it := ctx.store.get_item(k)) is not None and it["status"] == "done"
-    }
-
-    # LLM judges.
-    judges = [
-        name
-        for kind, name in (("judge_with_reference", JW_R), ("judge_without_reference", JW_OR))
-        if kind in cfg.baselines
+        for u in units
     ]
-    existing = {(j["item_key"], j["judge"]): j for j in ctx.store.judgments() if j["item_key"] in answered}
+    written = await write_questions(
+        ctx,
+        tasks,
+        model=examiner,
+        prompt=PROMPT,
+        prompt_version=version,
+        max_tokens=cfg.baseline_question_max_tokens,
+        output=BaselineQuestion,
+        role=ROLES["question"],
+        description="baseline: per-unit questions",
+        tidy=_tidy,
+    )
+    questions = {o.unit.unit_id: o.value for o in written if o.value is not None}
 
-    def j_done(key: str) -> bool:
-        j = existing.get(tuple(key.rsplit("|", 1)))  # type: ignore[arg-type]
-        return j is not None and (j["error"] is None or j["error"].startswith("unparseable"))
+    answer_tasks = [
+        AnswerTask(answer_key(ctx, ccfg, q.question_id), cand, q)
+        for ccfg, cand in candidates
+        for u in units
+        if (q := questions.get(u["unit_id"])) is not None
+    ]
+    answers = await answer_questions(
+        ctx, answer_tasks, output=BaselineAnswer, role=ROLES["answer"], description="baseline: answers"
+    )
+    answered = {o.key: o.value for o in answers if o.value is not None}
 
-    def make_j(akey: str, name: str) -> Any:
-        d = answered[akey]
-
-        async def fn() -> None:
-            if name == JW_R:
-                v = await judge_with_reference(
-                    judge, question=d["question"], answer=d["answer"], reference=d["reference_answer"]
-                )
-            else:
-                v = await judge_without_reference(judge, question=d["question"], answer=d["answer"])
-            ctx.store.put_judgment(
-                akey, name, verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason
-            )
-
-        return fn
-
-    def j_error(key: str, e: ModelCallError) -> None:
-        akey, name = key.rsplit("|", 1)
-        ctx.store.put_judgment(akey, name, verdict=None, score=None, reason=None, error=f"{e.cause}: {e}")
-
-    for name in judges:
-        await ctx.run_items(
-            f"baseline: {'judge with reference' if name == JW_R else 'judge without reference'}",
-            ((f"{k}|{name}", ROLES[name], make_j(k, name)) for k in answered),
-            is_done=j_done,
-            on_error=j_error,
-        )
+    scores: dict[str, dict[str, float | None]] = {k: {} for k in answered}
+    judges: list[JudgeKind] = [k for k in JUDGE_NAMES if f"judge_{k}" in cfg.baselines]
+    if judges:
+        judge = ctx.role("judge")
+        for kind in judges:
+            name = JUDGE_NAMES[kind]
+            for o in await judge_answers(
+                ctx,
+                list(answered.items()),
+                kind=kind,
+                model=judge,
+                role=ROLES[name],
+                description=f"baseline: judge {kind.replace('_', ' ')}",
+            ):
+                scores[o.key][name] = o.value.score if o.value is not None else None
 
     # Classic metrics (no model calls).
     keys = list(answered)
-    preds = [answered[k]["answer"] for k in keys]
-    refs = [answered[k]["reference_answer"] for k in keys]
+    preds = [answered[k].answer for k in keys]
+    refs = [answered[k].reference_answer for k in keys]
     classic: dict[str, list[float]] = {}
     if "bleu" in cfg.baselines:
         classic["bleu"] = bleu_scores(preds, refs)
@@ -218,24 +139,20 @@ async def run_baselines(
     for name, values in classic.items():
         for k, v in zip(keys, values, strict=True):
             ctx.store.put_judgment(k, name, verdict=None, score=v, reason=None)
+            scores[k][name] = v
 
-    judged: dict[str, dict[str, dict[str, Any]]] = {}
-    for j in ctx.store.judgments():
-        judged.setdefault(j["item_key"], {})[j["judge"]] = j
     out: dict[str, dict[str, dict[str, Any]]] = {c.name: {} for _, c in candidates}
     for ccfg, cand in candidates:
         for u in units:
             q = questions.get(u["unit_id"])
             rec: dict[str, Any] = {"answer_key": None, "status": "no_question" if q is None else "error"}
             if q is not None:
-                akey = answer_key(ctx, ccfg, q["question_id"])
+                akey = answer_key(ctx, ccfg, q.question_id)
                 rec["answer_key"] = akey
                 if akey in answered:
                     rec["status"] = "answered"
-                    js = judged.get(akey, {})
-                    for name in (*judges, *classic):
-                        j = js.get(name)
-                        rec[name] = None if j is None or j["error"] else j["score"]
+                    for name in (*(JUDGE_NAMES[k] for k in judges), *classic):
+                        rec[name] = scores[akey].get(name)
             out[cand.name][u["unit_id"]] = rec
     return out
 

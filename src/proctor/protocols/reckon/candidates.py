@@ -12,22 +12,17 @@ from typing import Any
 from proctor.candidates import Candidate
 from proctor.config import CandidateConfig
 from proctor.prompts import render_messages
-from proctor.protocols.base import RunContext
+from proctor.protocols.context import RunContext
 
 PROMPT = "reckon/answer"
 
 
 def build_candidates(
-    ctx: RunContext, max_tokens: int | None = None
+    ctx: RunContext[Any], max_tokens: int | None = None
 ) -> list[tuple[CandidateConfig, Candidate]]:
     """One Candidate per configured candidate; retrievers are the run's shared ones, so RECKON and the
     baseline search the same indexes."""
     return [(c, ctx.candidate(c, max_tokens=max_tokens)) for c in ctx.config.candidates]
-
-
-def candidate_identity(ctx: RunContext, ccfg: CandidateConfig) -> list[Any]:
-    """What makes a candidate's answers differ (part of answer keys)."""
-    return [ccfg.model_dump(), ctx.models[ccfg.model].provider.identity()]
 
 
 async def answer_cluster_question(cand: Candidate, question: str, gold_ids: list[str]) -> dict[str, Any]:

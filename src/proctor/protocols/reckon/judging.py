@@ -20,13 +20,13 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.units import normalise
+from proctor.protocols.steps import Payload
 
 VERDICTS = ("correct", "incorrect", "uncovered")
 NOT_MENTIONED = "not mentioned"
@@ -105,6 +105,39 @@ def overlap(excerpt: str, answer: str) -> float:
     return sum(1 for p in pairs if p in vocab) / len(pairs)
 
 
+class Extraction(Payload):
+    """Stage 1 for one job: the answer's excerpt about each of its units."""
+
+    KIND: ClassVar[str] = "reckon_extract"
+    answer_key: str
+    round: int
+    excerpts: dict[str, str]
+
+
+class UnitVerdict(Payload):
+    """Stage 2 (or the extraction rule) for one unit of one answer: correct / incorrect / uncovered."""
+
+    KIND: ClassVar[str] = "reckon_verdict"
+    candidate: str
+    round: int
+    question_id: str
+    answer_key: str
+    unit_id: str
+    excerpt: str
+    overlap: float
+    verdict: str | None = None
+    reason: str | None = None
+    stage: str = "judge"
+
+
+class ClusterVerdicts(Payload):
+    """One cluster-judge reply: per verdict key, the unit's verdict and reason, or why it is missing."""
+
+    KIND: ClassVar[str] = "reckon_verdict_batch"
+    answer_key: str
+    verdicts: dict[str, dict[str, str]]
+
+
 @dataclass(frozen=True)
 class ExtractJob:
     key: str
@@ -114,10 +147,10 @@ class ExtractJob:
 
 
 def extract_jobs(
-    ctx: RunContext, cfg: Config, answer_key: str, answer: str, units: list[dict]
+    ctx: RunContext[Config], answer_key: str, answer: str, units: list[dict]
 ) -> list[ExtractJob]:
     judge = ctx.role("judge")
-    if cfg.extract_mode == "cluster":
+    if ctx.settings.extract_mode == "cluster":
         version = prompt_version(EXTRACT_PROMPT)
         key = work_key("rx", answer_key, [u["unit_id"] for u in units], version, judge.provider.identity())
         return [ExtractJob(key, answer_key, answer, units)]
@@ -133,76 +166,67 @@ def extract_jobs(
     ]
 
 
-async def run_extraction(ctx: RunContext, cfg: Config, round_no: int, jobs: list[ExtractJob]) -> None:
-    """Stage 1 for every job; writes `reckon_extract` items with `excerpts: {unit_id: text}`."""
+async def run_extraction(
+    ctx: RunContext[Config], round_no: int, jobs: list[ExtractJob]
+) -> dict[str, Extraction]:
+    """Stage 1 for every job; returns the extractions that succeeded, by job key."""
+    cfg = ctx.settings
     judge = ctx.role("judge")
-    by_key = {j.key: j for j in jobs}
 
-    def make(job: ExtractJob) -> Any:
-        async def fn() -> None:
-            if cfg.extract_mode == "cluster":
-                names = labels(len(job.units))
-                messages = render_messages(
-                    EXTRACT_PROMPT,
-                    answer=job.answer,
-                    units=[
-                        {"label": n, "keyword": u["keyword"], "description": u["description"]}
-                        for n, u in zip(names, job.units, strict=True)
-                    ],
-                    not_mentioned=NOT_MENTIONED,
-                )
-                c = await judge.generate(
-                    messages,
-                    json_schema=extract_schema(len(job.units)),
-                    temperature=0.0,
-                    max_tokens=cfg.extract_max_tokens,
-                )
-                excerpts = {u["unit_id"]: str(c.parsed[n]) for n, u in zip(names, job.units, strict=True)}
-            else:
-                u = job.units[0]
-                messages = render_messages(
-                    EXTRACT_UNIT_PROMPT,
-                    answer=job.answer,
-                    keyword=u["keyword"],
-                    description=u["description"],
-                    not_mentioned=NOT_MENTIONED,
-                )
-                c = await judge.generate(
-                    messages,
-                    json_schema=UNIT_EXTRACT_SCHEMA,
-                    temperature=0.0,
-                    max_tokens=cfg.extract_max_tokens,
-                )
-                excerpts = {u["unit_id"]: str(c.parsed["related"])}
-            ctx.store.put_item(
-                job.key,
-                "reckon_extract",
-                {"answer_key": job.answer_key, "round": round_no, "excerpts": excerpts},
+    async def extract(job: ExtractJob) -> Extraction:
+        if cfg.extract_mode == "cluster":
+            names = labels(len(job.units))
+            messages = render_messages(
+                EXTRACT_PROMPT,
+                answer=job.answer,
+                units=[
+                    {"label": n, "keyword": u["keyword"], "description": u["description"]}
+                    for n, u in zip(names, job.units, strict=True)
+                ],
+                not_mentioned=NOT_MENTIONED,
             )
+            c = await judge.generate(
+                messages,
+                json_schema=extract_schema(len(job.units)),
+                temperature=0.0,
+                max_tokens=cfg.extract_max_tokens,
+            )
+            excerpts = {u["unit_id"]: str(c.parsed[n]) for n, u in zip(names, job.units, strict=True)}
+        else:
+            u = job.units[0]
+            messages = render_messages(
+                EXTRACT_UNIT_PROMPT,
+                answer=job.answer,
+                keyword=u["keyword"],
+                description=u["description"],
+                not_mentioned=NOT_MENTIONED,
+            )
+            c = await judge.generate(
+                messages, json_schema=UNIT_EXTRACT_SCHEMA, temperature=0.0, max_tokens=cfg.extract_max_tokens
+            )
+            excerpts = {u["unit_id"]: str(c.parsed["related"])}
+        return Extraction(answer_key=job.answer_key, round=round_no, excerpts=excerpts)
 
-        return fn
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        job = by_key[key]
-        ctx.store.put_failed(
-            key,
-            "reckon_extract",
-            {"answer_key": job.answer_key, "round": round_no, "unit_ids": [u["unit_id"] for u in job.units]},
-            e,
-        )
-
-    await ctx.run_items(
+    outcomes = await ctx.map(
         f"reckon round {round_no}: extracting",
-        ((j.key, EXTRACT_ROLE, make(j)) for j in jobs),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        jobs,
+        extract,
+        key=lambda j: j.key,
+        role=EXTRACT_ROLE,
+        output=Extraction,
+        context=lambda j: {
+            "answer_key": j.answer_key,
+            "round": round_no,
+            "unit_ids": [u["unit_id"] for u in j.units],
+        },
     )
+    return {o.key: o.value for o in outcomes if o.value is not None}
 
 
-def verdict_key(ctx: RunContext, cfg: Config, answer_key: str, unit_id: str) -> str:
+def verdict_key(ctx: RunContext[Config], answer_key: str, unit_id: str) -> str:
     """Per-unit verdict key; cluster mode adds its mode and prompt version (unit mode keeps the old key)."""
     judge = ctx.role("judge")
-    if cfg.judge_mode == "cluster":
+    if ctx.settings.judge_mode == "cluster":
         version = prompt_version(JUDGE_CLUSTER_PROMPT)
         return work_key("rv", answer_key, unit_id, "cluster", version, judge.provider.identity())
     return work_key("rv", answer_key, unit_id, prompt_version(JUDGE_PROMPT), judge.provider.identity())
@@ -211,16 +235,12 @@ def verdict_key(ctx: RunContext, cfg: Config, answer_key: str, unit_id: str) -> 
 @dataclass(frozen=True)
 class JudgeJob:
     key: str
-    base: dict[str, Any]  # candidate, round, question_id, answer_key, unit_id, excerpt, overlap
+    pending: UnitVerdict  # everything but the verdict and its reason
     unit: dict[str, Any]
 
 
-def _verdict(job: JudgeJob, verdict: str, reason: Any) -> dict[str, Any]:
-    return {**job.base, "verdict": verdict, "reason": " ".join(str(reason).split()), "stage": "judge"}
-
-
-def _failed(job: JudgeJob) -> dict[str, Any]:
-    return {**job.base, "verdict": None, "reason": None, "stage": "judge"}
+def _verdict(job: JudgeJob, verdict: str, reason: Any) -> UnitVerdict:
+    return job.pending.model_copy(update={"verdict": verdict, "reason": " ".join(str(reason).split())})
 
 
 def new_evidence(unit: dict[str, Any]) -> str:
@@ -230,96 +250,117 @@ def new_evidence(unit: dict[str, Any]) -> str:
     return "" if normalise(evidence) in normalise(unit["description"]) else evidence
 
 
-async def run_judging(ctx: RunContext, cfg: Config, round_no: int, jobs: list[JudgeJob]) -> None:
-    """Stage 2 for units with an excerpt; writes one `reckon_verdict` item per unit."""
-    if cfg.judge_mode == "cluster":
-        await _judge_clusters(ctx, cfg, round_no, jobs)
-        return
+async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]) -> dict[str, UnitVerdict]:
+    """Stage 2 for units with an excerpt; one `reckon_verdict` item per unit. Returns the verdicts."""
+    if ctx.settings.judge_mode == "cluster":
+        return await _judge_clusters(ctx, round_no, jobs)
+    cfg = ctx.settings
     judge = ctx.role("judge")
-    by_key = {j.key: j for j in jobs}
 
-    def make(job: JudgeJob) -> Any:
-        async def fn() -> None:
-            u = job.unit
-            messages = render_messages(
-                JUDGE_PROMPT,
-                keyword=u["keyword"],
-                description=u["description"],
-                evidence=u.get("evidence") or "",
-                excerpt=job.base["excerpt"],
-            )
-            c = await judge.generate(
-                messages, json_schema=JUDGE_SCHEMA, temperature=0.0, max_tokens=cfg.judge_max_tokens
-            )
-            ctx.store.put_item(
-                job.key, "reckon_verdict", _verdict(job, c.parsed["verdict"], c.parsed["reason"])
-            )
+    async def judge_unit(job: JudgeJob) -> UnitVerdict:
+        u = job.unit
+        messages = render_messages(
+            JUDGE_PROMPT,
+            keyword=u["keyword"],
+            description=u["description"],
+            evidence=u.get("evidence") or "",
+            excerpt=job.pending.excerpt,
+        )
+        c = await judge.generate(
+            messages, json_schema=JUDGE_SCHEMA, temperature=0.0, max_tokens=cfg.judge_max_tokens
+        )
+        return _verdict(job, c.parsed["verdict"], c.parsed["reason"])
 
-        return fn
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        ctx.store.put_failed(key, "reckon_verdict", _failed(by_key[key]), e)
-
-    await ctx.run_items(
+    outcomes = await ctx.map(
         f"reckon round {round_no}: judging",
-        ((j.key, JUDGE_ROLE, make(j)) for j in jobs),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        jobs,
+        judge_unit,
+        key=lambda j: j.key,
+        role=JUDGE_ROLE,
+        output=UnitVerdict,
+        context=lambda j: j.pending.model_dump(mode="json"),
     )
+    return {o.key: o.value for o in outcomes if o.value is not None}
 
 
-async def _judge_clusters(ctx: RunContext, cfg: Config, round_no: int, jobs: list[JudgeJob]) -> None:
-    """One call per answer (= candidate and cluster question) for all its units that need stage 2."""
+async def _judge_clusters(
+    ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]
+) -> dict[str, UnitVerdict]:
+    """One call per answer (= candidate and cluster question) for all its units that need stage 2. The
+    reply is stored whole; each unit then gets its own `reckon_verdict` item, a unit missing from the reply
+    or with an invalid verdict an error item with cause "unparseable" (the others are kept)."""
+    cfg = ctx.settings
     judge = ctx.role("judge")
     version = prompt_version(JUDGE_CLUSTER_PROMPT)
     groups: dict[str, list[JudgeJob]] = {}
     for j in jobs:
-        groups.setdefault(j.base["answer_key"], []).append(j)
-    batches = {
-        work_key("rvc", akey, [j.base["unit_id"] for j in group], version, judge.provider.identity()): group
+        groups.setdefault(j.pending.answer_key, []).append(j)
+    batches = [
+        (work_key("rvc", akey, [j.pending.unit_id for j in group], version, judge.provider.identity()), group)
         for akey, group in groups.items()
-    }
+    ]
 
-    def make(batch: list[JudgeJob]) -> Any:
-        async def fn() -> None:
-            names = labels(len(batch))
-            items = [
-                {
-                    "label": n,
-                    "keyword": j.unit["keyword"],
-                    "description": j.unit["description"],
-                    "evidence": new_evidence(j.unit),
-                    "excerpt": j.base["excerpt"],
-                }
-                for n, j in zip(names, batch, strict=True)
-            ]
-            c = await judge.generate(
-                render_messages(JUDGE_CLUSTER_PROMPT, items=items),
-                json_schema=judge_cluster_schema(len(batch)),
-                temperature=0.0,
-                max_tokens=cfg.judge_max_tokens * len(batch),
-            )
-            for n, j in zip(names, batch, strict=True):
-                field = c.parsed.get(n) or {}
-                verdict = str(field.get("verdict") or "").strip().lower()
-                if verdict in VERDICTS:
-                    ctx.store.put_item(
-                        j.key, "reckon_verdict", _verdict(j, verdict, field.get("reason") or "")
-                    )
-                else:
-                    why = "missing from the reply" if n not in c.parsed else f"invalid verdict {verdict!r}"
-                    err = StructuredOutputError(f"cluster judge: {n} {why}", raw=c.text)
-                    ctx.store.put_failed(j.key, "reckon_verdict", _failed(j), err)
+    async def judge_batch(batch: tuple[str, list[JudgeJob]]) -> ClusterVerdicts:
+        group = batch[1]
+        names = labels(len(group))
+        items = [
+            {
+                "label": n,
+                "keyword": j.unit["keyword"],
+                "description": j.unit["description"],
+                "evidence": new_evidence(j.unit),
+                "excerpt": j.pending.excerpt,
+            }
+            for n, j in zip(names, group, strict=True)
+        ]
+        c = await judge.generate(
+            render_messages(JUDGE_CLUSTER_PROMPT, items=items),
+            json_schema=judge_cluster_schema(len(group)),
+            temperature=0.0,
+            max_tokens=cfg.judge_max_tokens * len(group),
+        )
+        verdicts = {}
+        for n, j in zip(names, group, strict=True):
+            field = c.parsed.get(n) or {}
+            verdict = str(field.get("verdict") or "").strip().lower()
+            if verdict in VERDICTS:
+                verdicts[j.key] = {"verdict": verdict, "reason": str(field.get("reason") or "")}
+            else:
+                why = "missing from the reply" if n not in c.parsed else f"invalid verdict {verdict!r}"
+                verdicts[j.key] = {"error": f"cluster judge: {n} {why}"}
+        return ClusterVerdicts(answer_key=group[0].pending.answer_key, verdicts=verdicts)
 
-        return fn
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        for j in batches[key]:
-            ctx.store.put_failed(j.key, "reckon_verdict", _failed(j), e)
-
-    await ctx.run_items(
+    outcomes = await ctx.map(
         f"reckon round {round_no}: judging",
-        ((k, JUDGE_ROLE, make(b)) for k, b in batches.items()),
-        is_done=lambda k: all(ctx.store.is_settled(j.key) for j in batches[k]),
-        on_error=on_error,
+        batches,
+        judge_batch,
+        key=lambda b: b[0],
+        role=JUDGE_ROLE,
+        output=ClusterVerdicts,
+        context=lambda b: {
+            "answer_key": b[1][0].pending.answer_key,
+            "unit_ids": [j.pending.unit_id for j in b[1]],
+        },
     )
+    out: dict[str, UnitVerdict] = {}
+    for o in outcomes:
+        for j in o.unit[1]:
+            got = o.value.verdicts.get(j.key) if o.value is not None else None
+            if got is not None and "error" not in got:
+                out[j.key] = _verdict(j, got["verdict"], got["reason"])
+                ctx.store.put_item(j.key, UnitVerdict.KIND, out[j.key].model_dump(mode="json"))
+                continue
+            if got is not None:
+                error, cause = got["error"], "unparseable"
+            else:
+                assert o.failure is not None
+                error, cause = o.failure.message, o.failure.cause
+            ctx.store.put_item(
+                j.key,
+                UnitVerdict.KIND,
+                j.pending.model_dump(mode="json"),
+                status="error",
+                error=error,
+                error_cause=cause,
+            )
+    return out

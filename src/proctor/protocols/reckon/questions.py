@@ -7,12 +7,12 @@ name outright. Follow-up rounds ask about units an earlier answer left out, more
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
-from proctor.errors import ModelCallError
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
+from proctor.protocols.steps import Payload
 
 QUESTION_TYPES = ("who", "what", "where", "when", "how", "why", "other")
 INVITATION = "Then tell me what else you know about these."
@@ -40,7 +40,7 @@ def with_invitation(question: str) -> str:
     return f"{q} {INVITATION}"
 
 
-def question_key(ctx: RunContext, round_no: int, unit_ids: list[str]) -> str:
+def question_key(ctx: RunContext[Config], round_no: int, unit_ids: list[str]) -> str:
     examiner = ctx.role("examiner")
     return work_key(
         "rq",
@@ -52,60 +52,60 @@ def question_key(ctx: RunContext, round_no: int, unit_ids: list[str]) -> str:
     )
 
 
+class ClusterQuestion(Payload):
+    """The examiner's probing question for one cluster of units."""
+
+    KIND: ClassVar[str] = "reckon_question"
+    question_id: str
+    round: int
+    center: str
+    question_type: str
+    question: str
+    unit_ids: list[str]
+    prompt_version: str
+    generator: str
+
+
 async def generate_questions(
-    ctx: RunContext,
-    cfg: Config,
-    round_no: int,
-    clusters: dict[str, list[dict[str, Any]]],
-) -> None:
-    """`clusters` maps question key -> the cluster's units; writes `reckon_question` items."""
+    ctx: RunContext[Config], round_no: int, clusters: dict[str, list[dict[str, Any]]]
+) -> dict[str, ClusterQuestion]:
+    """`clusters` maps question key -> the cluster's units; returns the questions written, by key."""
     examiner = ctx.role("examiner")
     version = prompt_version(PROMPT)
 
-    def make(key: str, units: list[dict[str, Any]]) -> Any:
-        async def fn() -> None:
-            messages = render_messages(
-                PROMPT,
-                units=[{"keyword": u["keyword"], "description": u["description"]} for u in units],
-                followup=round_no > 1,
-                invitation=INVITATION,
-            )
-            c = await examiner.generate(
-                messages,
-                json_schema=QUESTION_SCHEMA,
-                temperature=0.0,
-                seed=ctx.config.seed + round_no,
-                max_tokens=cfg.question_max_tokens,
-            )
-            ctx.store.put_item(
-                key,
-                "reckon_question",
-                {
-                    "question_id": key,
-                    "round": round_no,
-                    "center": " ".join(str(c.parsed["center"]).split())[:120] or "(unnamed)",
-                    "question_type": c.parsed["question_type"],
-                    "question": with_invitation(str(c.parsed["question"])),
-                    "unit_ids": [u["unit_id"] for u in units],
-                    "prompt_version": version,
-                    "generator": examiner.spec,
-                },
-            )
-
-        return fn
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        units = clusters[key]
-        ctx.store.put_failed(
-            key,
-            "reckon_question",
-            {"question_id": key, "round": round_no, "unit_ids": [u["unit_id"] for u in units]},
-            e,
+    async def write(cluster: tuple[str, list[dict[str, Any]]]) -> ClusterQuestion:
+        key, units = cluster
+        messages = render_messages(
+            PROMPT,
+            units=[{"keyword": u["keyword"], "description": u["description"]} for u in units],
+            followup=round_no > 1,
+            invitation=INVITATION,
+        )
+        c = await examiner.generate(
+            messages,
+            json_schema=QUESTION_SCHEMA,
+            temperature=0.0,
+            seed=ctx.config.seed + round_no,
+            max_tokens=ctx.settings.question_max_tokens,
+        )
+        return ClusterQuestion(
+            question_id=key,
+            round=round_no,
+            center=" ".join(str(c.parsed["center"]).split())[:120] or "(unnamed)",
+            question_type=c.parsed["question_type"],
+            question=with_invitation(str(c.parsed["question"])),
+            unit_ids=[u["unit_id"] for u in units],
+            prompt_version=version,
+            generator=examiner.spec,
         )
 
-    await ctx.run_items(
+    outcomes = await ctx.map(
         f"reckon round {round_no}: questions",
-        ((k, ROLE, make(k, units)) for k, units in clusters.items()),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        list(clusters.items()),
+        write,
+        key=lambda c: c[0],
+        role=ROLE,
+        output=ClusterQuestion,
+        context=lambda c: {"question_id": c[0], "round": round_no, "unit_ids": [u["unit_id"] for u in c[1]]},
     )
+    return {o.key: o.value for o in outcomes if o.value is not None}

@@ -17,19 +17,19 @@ content, so a resumed or repeated run walks the same rounds from the store and t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from proctor.candidates import Candidate
 from proctor.clustering import cluster
 from proctor.config import CandidateConfig
-from proctor.errors import ModelCallError
-from proctor.protocols.base import RunContext, work_key
-from proctor.protocols.reckon.candidates import answer_cluster_question, candidate_identity
+from proctor.protocols.context import RunContext, work_key
+from proctor.protocols.reckon.candidates import answer_cluster_question
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.judging import (
     JudgeJob,
+    UnitVerdict,
     extract_jobs,
     is_not_mentioned,
     overlap,
@@ -37,7 +37,8 @@ from proctor.protocols.reckon.judging import (
     run_judging,
     verdict_key,
 )
-from proctor.protocols.reckon.questions import generate_questions, question_key
+from proctor.protocols.reckon.questions import ClusterQuestion, generate_questions, question_key
+from proctor.protocols.steps import Payload
 
 ANSWER_ROLE = "reckon:answer"
 JUDGED = ("correct", "incorrect")
@@ -46,6 +47,36 @@ STOP_REASONS = {
     "no_progress": "a round judged nothing new",
     "max_rounds": "round limit reached",
 }
+
+
+class ClusterAnswer(Payload):
+    """A candidate's reply to a cluster question (with the passages a RAG candidate retrieved)."""
+
+    KIND: ClassVar[str] = "reckon_answer"
+    candidate: str
+    round: int
+    question_id: str
+    question: str
+    center: str
+    question_type: str
+    unit_ids: list[str]
+    answer: str
+    retrieved_ids: list[str]
+
+
+class RoundLog(Payload):
+    KIND: ClassVar[str] = "reckon_round"
+    candidate: str
+    round: int
+    asked: int
+    questions: int
+    judged_new: int
+    correct_new: int
+    incorrect_new: int
+    uncovered: int
+    errors: int
+    remaining_after: int
+    stop_reason: str | None
 
 
 @dataclass
@@ -61,7 +92,7 @@ class UnitState:
 class CandidateRounds:
     name: str
     states: dict[str, UnitState]
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundLog] = field(default_factory=list)
     stop_reason: str | None = None
 
 
@@ -69,6 +100,9 @@ class CandidateRounds:
 class RoundsResult:
     candidates: dict[str, CandidateRounds]
     round1: list[tuple[str, list[str]]]  # (question key, unit ids) of the round-1 clusters, shared by all
+    questions: dict[str, ClusterQuestion]  # every question written, by key
+    answers: dict[str, ClusterAnswer]  # every answer given, by key
+    verdicts: dict[str, UnitVerdict]  # every unit verdict, by key, in round order
 
 
 def _seed(base: int, round_no: int, unit_ids: list[str]) -> int:
@@ -97,14 +131,17 @@ def _clusters_for(
 
 
 async def run_rounds(
-    ctx: RunContext,
-    cfg: Config,
+    ctx: RunContext[Config],
     units: list[dict[str, Any]],
     vectors: np.ndarray,
     candidates: list[tuple[CandidateConfig, Candidate]],
     base_seed: int,
 ) -> RoundsResult:
+    cfg = ctx.settings
     order = [u["unit_id"] for u in units]
+    all_questions: dict[str, ClusterQuestion] = {}
+    all_answers: dict[str, ClusterAnswer] = {}
+    all_verdicts: dict[str, UnitVerdict] = {}
     units_by_id = {u["unit_id"]: u for u in units}
     index = {uid: i for i, uid in enumerate(order)}
     result = {c.name: CandidateRounds(c.name, {uid: UnitState() for uid in order}) for _, c in candidates}
@@ -131,83 +168,69 @@ async def run_rounds(
             mine[cand.name] = by_pending[sig]
         if round_no == 1:
             round1 = [(qk, [u["unit_id"] for u in g]) for qk, g in clusters.items()]
-        await generate_questions(ctx, cfg, round_no, clusters)
+        questions = await generate_questions(ctx, round_no, clusters)
+        all_questions.update(questions)
 
         # Answers.
-        answer_plan: list[tuple[str, CandidateConfig, Candidate, dict[str, Any]]] = []
+        answer_plan: list[tuple[str, Candidate, ClusterQuestion]] = []
         targets: dict[str, list[dict[str, Any]]] = {}  # answer key -> the candidate's units to judge
         for ccfg, cand in active:
             for qk, units_here in mine[cand.name].items():
-                q = ctx.store.get_item(qk)
-                if q is None or q["status"] != "done":
+                if qk not in questions:
                     continue
-                akey = work_key("ra", candidate_identity(ctx, ccfg), cfg.answer_max_tokens, qk)
-                answer_plan.append((akey, ccfg, cand, q["data"]))
+                akey = work_key("ra", ctx.candidate_identity(ccfg), cfg.answer_max_tokens, qk)
+                answer_plan.append((akey, cand, questions[qk]))
                 targets[akey] = units_here
-        await _answer(ctx, round_no, answer_plan, clusters)
+        answers = await _answer(ctx, round_no, answer_plan, clusters)
+        all_answers.update(answers)
 
         # Stage 1: extraction.
-        jobs = []
-        answers: dict[str, dict[str, Any]] = {}
-        for akey, _, _, _ in answer_plan:
-            it = ctx.store.get_item(akey)
-            if it is not None and it["status"] == "done":
-                answers[akey] = it["data"]
-                jobs.extend(extract_jobs(ctx, cfg, akey, it["data"]["answer"], targets[akey]))
-        await run_extraction(ctx, cfg, round_no, jobs)
+        jobs = [
+            job for akey, a in answers.items() for job in extract_jobs(ctx, akey, a.answer, targets[akey])
+        ]
+        extracted = await run_extraction(ctx, round_no, jobs)
         excerpts: dict[str, dict[str, str]] = {}
         failed_extract: dict[str, set[str]] = {}
         for job in jobs:
-            it = ctx.store.get_item(job.key)
-            if it is not None and it["status"] == "done":
-                excerpts.setdefault(job.answer_key, {}).update(it["data"]["excerpts"])
+            if job.key in extracted:
+                excerpts.setdefault(job.answer_key, {}).update(extracted[job.key].excerpts)
             else:
                 failed_extract.setdefault(job.answer_key, set()).update(u["unit_id"] for u in job.units)
 
         # Stage 2: judging (units with an excerpt found in the answer); uncovered ones need no call.
         judge_jobs = []
+        verdicts: dict[str, UnitVerdict] = {}
         for akey, a in answers.items():
             for u in targets[akey]:
                 uid = u["unit_id"]
                 if uid in failed_extract.get(akey, set()) or uid not in excerpts.get(akey, {}):
                     continue
                 excerpt = excerpts[akey][uid]
-                share = overlap(excerpt, a["answer"])
-                vkey = verdict_key(ctx, cfg, akey, uid)
-                base = {
-                    "candidate": a["candidate"],
-                    "round": round_no,
-                    "question_id": a["question_id"],
-                    "answer_key": akey,
-                    "unit_id": uid,
-                    "excerpt": excerpt,
-                    "overlap": round(share, 4),
-                }
+                share = overlap(excerpt, a.answer)
+                vkey = verdict_key(ctx, akey, uid)
+                draft = UnitVerdict(
+                    candidate=a.candidate,
+                    round=round_no,
+                    question_id=a.question_id,
+                    answer_key=akey,
+                    unit_id=uid,
+                    excerpt=excerpt,
+                    overlap=round(share, 4),
+                )
+                reason = None
                 if is_not_mentioned(excerpt):
-                    ctx.store.put_item(
-                        vkey,
-                        "reckon_verdict",
-                        {
-                            **base,
-                            "verdict": "uncovered",
-                            "reason": "not mentioned in the answer",
-                            "stage": "extract",
-                        },
-                    )
+                    reason = "not mentioned in the answer"
                 elif share < cfg.excerpt_min_overlap:
-                    ctx.store.put_item(
-                        vkey,
-                        "reckon_verdict",
-                        {
-                            **base,
-                            "verdict": "uncovered",
-                            "reason": f"excerpt not found in the answer ({share:.0%} of its word pairs)",
-                            "stage": "extract",
-                        },
-                    )
-                else:
-                    judge_jobs.append(JudgeJob(vkey, base, u))
-        await run_judging(ctx, cfg, round_no, judge_jobs)
+                    reason = f"excerpt not found in the answer ({share:.0%} of its word pairs)"
+                if reason is None:
+                    judge_jobs.append(JudgeJob(vkey, draft, u))
+                    continue
+                verdicts[vkey] = draft.model_copy(
+                    update={"verdict": "uncovered", "reason": reason, "stage": "extract"}
+                )
+                ctx.store.put_item(vkey, UnitVerdict.KIND, verdicts[vkey].model_dump(mode="json"))
+        verdicts.update(await run_judging(ctx, round_no, judge_jobs))
+        all_verdicts.update(verdicts)
 
         # Update every active candidate's unit states and decide who stops.
         still = []
@@ -216,18 +239,18 @@ async def run_rounds(
             new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0}
             n_asked = 0
             for qk, units_here in mine[cand.name].items():
-                akey = work_key("ra", candidate_identity(ctx, ccfg), cfg.answer_max_tokens, qk)
+                akey = work_key("ra", ctx.candidate_identity(ccfg), cfg.answer_max_tokens, qk)
                 for u in units_here:
                     st = cr.states[u["unit_id"]]
                     st.asked += 1
                     n_asked += 1
-                    status, vkey = "error", None
+                    status, state_key = "error", None
                     if akey in answers:
-                        vkey = verdict_key(ctx, cfg, akey, u["unit_id"])
-                        v = ctx.store.get_item(vkey)
-                        if v is not None and v["status"] == "done" and v["data"]["verdict"] in new:
-                            status = v["data"]["verdict"]
-                    st.status, st.round, st.verdict_key = status, round_no, vkey
+                        state_key = verdict_key(ctx, akey, u["unit_id"])
+                        v = verdicts.get(state_key)
+                        if v is not None and v.verdict in new:
+                            status = v.verdict
+                    st.status, st.round, st.verdict_key = status, round_no, state_key
                     st.history.append(status)
                     new[status] += 1
             remaining = sum(1 for s in cr.states.values() if s.status not in JUDGED)
@@ -239,65 +262,64 @@ async def run_rounds(
                 stop = "no_progress"
             elif round_no == cfg.max_rounds:
                 stop = "max_rounds"
-            log = {
-                "candidate": cand.name,
-                "round": round_no,
-                "asked": n_asked,
-                "questions": len(mine[cand.name]),
-                "judged_new": judged_new,
-                "correct_new": new["correct"],
-                "incorrect_new": new["incorrect"],
-                "uncovered": new["uncovered"],
-                "errors": new["error"],
-                "remaining_after": remaining,
-                "stop_reason": stop,
-            }
+            log = RoundLog(
+                candidate=cand.name,
+                round=round_no,
+                asked=n_asked,
+                questions=len(mine[cand.name]),
+                judged_new=judged_new,
+                correct_new=new["correct"],
+                incorrect_new=new["incorrect"],
+                uncovered=new["uncovered"],
+                errors=new["error"],
+                remaining_after=remaining,
+                stop_reason=stop,
+            )
             cr.rounds.append(log)
-            ctx.store.put_item(work_key("rr", cand.name, round_no), "reckon_round", log)
+            ctx.store.put_item(
+                work_key("rr", cand.name, round_no), RoundLog.KIND, log.model_dump(mode="json")
+            )
             if stop:
                 cr.stop_reason = stop
             else:
                 still.append((ccfg, cand))
         active = still
-    return RoundsResult(result, round1)
+    return RoundsResult(result, round1, all_questions, all_answers, all_verdicts)
 
 
 async def _answer(
-    ctx: RunContext,
+    ctx: RunContext[Config],
     round_no: int,
-    plan: list[tuple[str, CandidateConfig, Candidate, dict[str, Any]]],
+    plan: list[tuple[str, Candidate, ClusterQuestion]],
     clusters: dict[str, list[dict[str, Any]]],
-) -> None:
-    info = {k: (ccfg, cand, q) for k, ccfg, cand, q in plan}
+) -> dict[str, ClusterAnswer]:
+    """Every planned (answer key, candidate, question); returns the answers given, by key."""
 
-    def base(cand: Candidate, q: dict[str, Any]) -> dict[str, Any]:
+    def base(unit: tuple[str, Candidate, ClusterQuestion]) -> dict[str, Any]:
+        _, cand, q = unit
         return {
             "candidate": cand.name,
             "round": round_no,
-            "question_id": q["question_id"],
-            "question": q["question"],
-            "center": q["center"],
-            "question_type": q["question_type"],
-            "unit_ids": q["unit_ids"],
+            "question_id": q.question_id,
+            "question": q.question,
+            "center": q.center,
+            "question_type": q.question_type,
+            "unit_ids": q.unit_ids,
         }
 
-    def make(key: str) -> Any:
-        _, cand, q = info[key]
+    async def answer(unit: tuple[str, Candidate, ClusterQuestion]) -> ClusterAnswer:
+        _, cand, q = unit
+        gold = sorted({cid for u in clusters[q.question_id] for cid in u["chunk_ids"]})
+        out = await answer_cluster_question(cand, q.question, gold)
+        return ClusterAnswer(**base(unit), **out)
 
-        async def fn() -> None:
-            gold = sorted({cid for u in clusters[q["question_id"]] for cid in u["chunk_ids"]})
-            out = await answer_cluster_question(cand, q["question"], gold)
-            ctx.store.put_item(key, "reckon_answer", {**base(cand, q), **out})
-
-        return fn
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        _, cand, q = info[key]
-        ctx.store.put_failed(key, "reckon_answer", base(cand, q), e)
-
-    await ctx.run_items(
+    outcomes = await ctx.map(
         f"reckon round {round_no}: answers",
-        ((k, ANSWER_ROLE, make(k)) for k in info),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        plan,
+        answer,
+        key=lambda u: u[0],
+        role=ANSWER_ROLE,
+        output=ClusterAnswer,
+        context=base,
     )
+    return {o.key: o.value for o in outcomes if o.value is not None}

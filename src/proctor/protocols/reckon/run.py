@@ -4,7 +4,6 @@ then the per-unit baselines on the same units, cost accounting, metrics and meta
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from typing import Any
 
@@ -12,8 +11,8 @@ import numpy as np
 
 from proctor.clustering import map_2d
 from proctor.errors import UserError
-from proctor.judging.stats import mean_ci, wilson_interval
-from proctor.protocols.base import RunContext
+from proctor.estimates import Estimate
+from proctor.protocols.context import RunContext
 from proctor.protocols.reckon.baselines import JW_OR, JW_R, run_baselines
 from proctor.protocols.reckon.candidates import build_candidates
 from proctor.protocols.reckon.config import Config
@@ -41,28 +40,16 @@ BASELINE_NAMES = {
 CONTINUOUS = ("bleu", "rouge_l", "embedding")
 
 
-def _settings(ctx: RunContext) -> Config:
-    return ctx.config.settings  # type: ignore[return-value]
-
-
 def _rate(k: int, n: int) -> dict[str, Any]:
-    lo, hi = wilson_interval(k, n)
-    return {"value": round(k / n, 6) if n else None, "lo": round(lo, 6), "hi": round(hi, 6), "n": n, "k": k}
+    return Estimate.proportion(k, n).model_dump()
 
 
 def _mean(values: list[float]) -> dict[str, Any]:
-    if not values:
-        return {"value": None, "lo": None, "hi": None, "n": 0}
-    m, lo, hi = mean_ci(values)
-
-    def r(x: float) -> float | None:
-        return None if x is None or math.isnan(x) else round(float(x), 6)
-
-    return {"value": r(m), "lo": r(lo), "hi": r(hi), "n": len(values)}
+    return Estimate.mean(values).model_dump()
 
 
-async def run(ctx: RunContext) -> dict[str, Any]:
-    cfg = _settings(ctx)
+async def run(ctx: RunContext[Config]) -> dict[str, Any]:
+    cfg = ctx.settings
     if not ctx.config.candidates:
         raise UserError("candidates: the reckon protocol needs at least one candidate to evaluate; add one.")
     ctx.role("examiner")
@@ -72,7 +59,7 @@ async def run(ctx: RunContext) -> dict[str, Any]:
 
     # 1. Knowledge units (+ carried-over units), merged duplicates, evidence sentences.
     chunks = select_chunks(ctx, cfg)
-    raw_units, unit_stats = await extract_units(ctx, cfg, chunks)
+    raw_units, unit_stats = await extract_units(ctx, chunks)
     if cfg.carry_over:
         carried = load_carry_over(cfg.carry_over)
         unit_stats["carried_over"] = len(carried)
@@ -99,27 +86,25 @@ async def run(ctx: RunContext) -> dict[str, Any]:
         ctx.store.put_item(u["unit_id"], "reckon_unit", u)
 
     # 2-6. Rounds.
-    rounds = await run_rounds(ctx, cfg, units, vecs, build_candidates(ctx, cfg.answer_max_tokens), base_seed)
+    rounds = await run_rounds(ctx, units, vecs, build_candidates(ctx, cfg.answer_max_tokens), base_seed)
 
     # Baselines on the same units and candidates.
     chunk_map = {c.chunk_id: c for c in ctx.corpus.chunks}
-    baseline = await run_baselines(ctx, cfg, units, build_candidates(ctx), chunk_map) if cfg.baselines else {}
+    baseline = await run_baselines(ctx, units, build_candidates(ctx), chunk_map) if cfg.baselines else {}
     return _finish(ctx, cfg, units, vecs, unit_stats, rounds, baseline, warnings)
 
 
-def _round1_clusters(ctx: RunContext, round1: list[tuple[str, list[str]]]) -> list[dict[str, Any]]:
+def _round1_clusters(rounds: RoundsResult) -> list[dict[str, Any]]:
     """Round-1 clusters (every candidate's first round) with the names the examiner gave them."""
     out = []
-    for qk, unit_ids in round1:
-        q = ctx.store.get_item(qk)
-        d = q["data"] if q is not None else {}
-        ok = q is not None and q["status"] == "done"
+    for qk, unit_ids in rounds.round1:
+        q = rounds.questions.get(qk)
         out.append(
             {
                 "question_id": qk,
-                "center": d.get("center") if ok else "(question failed)",
-                "question": d.get("question"),
-                "question_type": d.get("question_type"),
+                "center": q.center if q is not None else "(question failed)",
+                "question": q.question if q is not None else None,
+                "question_type": q.question_type if q is not None else None,
                 "unit_ids": unit_ids,
             }
         )
@@ -127,7 +112,7 @@ def _round1_clusters(ctx: RunContext, round1: list[tuple[str, list[str]]]) -> li
 
 
 def _finish(
-    ctx: RunContext,
+    ctx: RunContext[Config],
     cfg: Config,
     units: list[dict[str, Any]],
     vecs: np.ndarray,
@@ -139,18 +124,18 @@ def _finish(
     store = ctx.store
     n_units = len(units)
     rounds = rounds_result.candidates
-    clusters = _round1_clusters(ctx, rounds_result.round1)
+    clusters = _round1_clusters(rounds_result)
     cluster_of = {uid: i for i, c in enumerate(clusters) for uid in c["unit_ids"]}
-    questions = {q["key"]: q["data"] for q in store.items("reckon_question")}
-    answers = {a["key"]: a["data"] for a in store.items("reckon_answer")}
+    questions = {k: q.model_dump() for k, q in rounds_result.questions.items()}
+    answers = {k: a.model_dump() for k, a in rounds_result.answers.items()}
+    verdicts = {k: v.model_dump() for k, v in rounds_result.verdicts.items()}
 
     # Per (candidate, unit) items: the joined view every table and the meta-evaluation read.
     items: list[dict[str, Any]] = []
     for name, cr in rounds.items():
         for u in units:
             st = cr.states[u["unit_id"]]
-            v = store.get_item(st.verdict_key) if st.verdict_key else None
-            vd = v["data"] if v is not None and v["status"] == "done" else {}
+            vd = verdicts.get(st.verdict_key or "", {})
             q = questions.get(vd.get("question_id") or "", {})
             b = baseline.get(name, {}).get(u["unit_id"], {})
             scores: dict[str, float | None] = {
@@ -197,7 +182,7 @@ def _finish(
         cov = _rate(judged, n_units)
         store.put_metric("accuracy.reckon", name, acc["value"], lo=acc["lo"], hi=acc["hi"], n=judged)
         store.put_metric("coverage.reckon", name, cov["value"], lo=cov["lo"], hi=cov["hi"], n=n_units)
-        curve = [n_units] + [r["remaining_after"] for r in cr.rounds]
+        curve = [n_units] + [r.remaining_after for r in cr.rounds]
         res: dict[str, Any] = {
             "model": ctx.config.models[ccfg.model].spec,
             "retriever": ccfg.retriever,
@@ -210,7 +195,7 @@ def _finish(
             "rounds": len(cr.rounds),
             "stop_reason": cr.stop_reason,
             "remaining_per_round": curve,
-            "round_log": cr.rounds,
+            "round_log": [r.model_dump() for r in cr.rounds],
             "ask_frequency": dict(
                 sorted(Counter(str(it["times_asked"]) for it in mine).items(), key=lambda kv: int(kv[0]))
             ),
@@ -297,7 +282,7 @@ def _finish(
         "cost": cost,
         "meta_evaluation": meta,
         "uncovered": uncovered,
-        "examples": _examples(store, units, answers, questions, cfg.examples),
+        "examples": _examples(list(verdicts.values()), units, answers, questions, cfg.examples),
         "stop_reasons": STOP_REASONS,
     }
     store.put_artifact("reckon", artifact)
@@ -342,7 +327,7 @@ def _breakdown(items: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:
 
 
 def _examples(
-    store: Any,
+    verdicts: list[dict[str, Any]],
     units: list[dict[str, Any]],
     answers: dict[str, dict[str, Any]],
     questions: dict[str, dict[str, Any]],
@@ -351,8 +336,7 @@ def _examples(
     """Up to n judgments, taken round-robin over verdicts (incorrect, correct, uncovered) in run order."""
     by_unit = {u["unit_id"]: u for u in units}
     pools: dict[str, list[dict[str, Any]]] = {"incorrect": [], "correct": [], "uncovered": []}
-    for v in store.items("reckon_verdict", status="done"):
-        d = v["data"]
+    for d in verdicts:
         if d.get("verdict") in pools and d.get("unit_id") in by_unit:
             pools[d["verdict"]].append(d)
     out: list[dict[str, Any]] = []

@@ -12,15 +12,16 @@ import fnmatch
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from proctor.corpus.types import Chunk
-from proctor.errors import ModelCallError, UserError
+from proctor.errors import UserError
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
+from proctor.protocols.steps import Payload
 
 UNIT_TYPES = ("factual", "conceptual", "procedural", "other")
 ROLE = "reckon:units"
@@ -65,7 +66,7 @@ def make_unit_id(chunk_id: str | None, keyword: str, description: str) -> str:
     return work_key("ku", chunk_id, normalise(keyword), normalise(description))
 
 
-def select_chunks(ctx: RunContext, cfg: Config) -> list[Chunk]:
+def select_chunks(ctx: RunContext[Config], cfg: Config) -> list[Chunk]:
     """Chunks named by `reckon.sources` (all if empty), then a seeded sample of `reckon.max_chunks`."""
     chunks: list[Chunk] = list(ctx.corpus.chunks)
     if cfg.sources:
@@ -96,69 +97,55 @@ def _clean(raw: dict[str, Any]) -> dict[str, str] | None:
     return {"type": utype if utype in UNIT_TYPES else "other", "keyword": keyword, "description": description}
 
 
-async def extract_units(ctx: RunContext, cfg: Config, chunks: list[Chunk]) -> tuple[list[dict], dict]:
+class ChunkUnits(Payload):
+    """The examiner's raw units for one chunk, as it wrote them (cleaned when read)."""
+
+    KIND: ClassVar[str] = "reckon_chunk"
+    chunk_id: str
+    source: str
+    units: list[dict[str, Any]]
+    prompt_version: str
+
+
+async def extract_units(ctx: RunContext[Config], chunks: list[Chunk]) -> tuple[list[dict], dict]:
     """Examiner call per chunk (stored as `reckon_chunk` items); returns units in chunk order and stats."""
+    cfg = ctx.settings
     examiner = ctx.role("examiner")
     version = prompt_version(PROMPT)
     schema = units_schema(cfg.max_units_per_chunk)
-    plan = [
-        (
-            work_key(
-                "ke",
-                c.chunk_id,
-                cfg.max_units_per_chunk,
-                version,
-                examiner.provider.identity(),
-                ctx.config.seed,
-            ),
-            c,
+
+    async def extract(chunk: Chunk) -> ChunkUnits:
+        messages = render_messages(PROMPT, passage=chunk.text, max_units=cfg.max_units_per_chunk)
+        c = await examiner.generate(
+            messages,
+            json_schema=schema,
+            temperature=0.0,
+            seed=ctx.config.seed,
+            max_tokens=cfg.unit_max_tokens,
         )
-        for c in chunks
-    ]
+        return ChunkUnits(
+            chunk_id=chunk.chunk_id, source=chunk.source, units=c.parsed["units"], prompt_version=version
+        )
 
-    def make(key: str, chunk: Chunk) -> Any:
-        async def fn() -> None:
-            messages = render_messages(PROMPT, passage=chunk.text, max_units=cfg.max_units_per_chunk)
-            c = await examiner.generate(
-                messages,
-                json_schema=schema,
-                temperature=0.0,
-                seed=ctx.config.seed,
-                max_tokens=cfg.unit_max_tokens,
-            )
-            ctx.store.put_item(
-                key,
-                "reckon_chunk",
-                {
-                    "chunk_id": chunk.chunk_id,
-                    "source": chunk.source,
-                    "units": c.parsed["units"],
-                    "prompt_version": version,
-                },
-            )
-
-        return fn
-
-    info = dict(plan)
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        chunk = info[key]
-        ctx.store.put_failed(key, "reckon_chunk", {"chunk_id": chunk.chunk_id, "source": chunk.source}, e)
-
-    await ctx.run_items(
+    outcomes = await ctx.map(
         "reckon: extracting knowledge units",
-        ((k, ROLE, make(k, c)) for k, c in plan),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        chunks,
+        extract,
+        key=lambda c: work_key(
+            "ke", c.chunk_id, cfg.max_units_per_chunk, version, examiner.provider.identity(), ctx.config.seed
+        ),
+        role=ROLE,
+        output=ChunkUnits,
+        context=lambda c: {"chunk_id": c.chunk_id, "source": c.source},
     )
     units: list[dict[str, Any]] = []
-    stats = {"chunks": len(plan), "chunks_failed": 0, "extracted": 0, "dropped_empty": 0}
-    for key, chunk in plan:
-        it = ctx.store.get_item(key)
-        if it is None or it["status"] != "done":
+    stats = {"chunks": len(chunks), "chunks_failed": 0, "extracted": 0, "dropped_empty": 0}
+    for o in outcomes:
+        if o.value is None:
             stats["chunks_failed"] += 1
             continue
-        for raw in it["data"]["units"]:
+        chunk = o.unit
+        for raw in o.value.units:
             u = _clean(raw) if isinstance(raw, dict) else None
             if u is None:
                 stats["dropped_empty"] += 1
