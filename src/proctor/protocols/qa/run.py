@@ -163,21 +163,21 @@ def _summary(
             ctx.store.put_metric("judge_agreement", ccfg.name, agree, n=len(both))
             res["judge_agreement"] = agree
         summary["candidates"][ccfg.name] = res
-    summary["table"] = [_table_row(name, r) for name, r in summary["candidates"].items()]
+    summary["table"] = [_table_row(name, r, ctx.settings) for name, r in summary["candidates"].items()]
     if gen_stats.kept == 0:
         summary["warnings"] = ["no question survived generation and filtering; see the report's errors"]
     return summary
 
 
-def _table_row(name: str, r: dict[str, Any]) -> dict[str, str]:
-    def acc(key: str) -> str:
-        return Estimate.model_validate(r[key]).text() if key in r else "—"
-
+def _table_row(name: str, r: dict[str, Any], settings: Config) -> dict[str, str]:
+    """The console row: answered, accuracy under each configured judge, F1."""
+    row = {"candidate": name, "answered": f"{r['answered']}/{r['questions']}"}
+    for kind, title in (
+        ("with_reference", "acc (judge w/ ref)"),
+        ("without_reference", "acc (judge w/o ref)"),
+    ):
+        if kind in settings.judges:
+            row[title] = Estimate.model_validate(r[f"accuracy_{kind}"]).text()
     f1v = r["f1"]["value"]
-    return {
-        "candidate": name,
-        "answered": f"{r['answered']}/{r['questions']}",
-        "acc (judge w/ ref)": acc("accuracy_with_reference"),
-        "acc (judge w/o ref)": acc("accuracy_without_reference"),
-        "F1": "—" if f1v is None else f"{f1v:.2f}",
-    }
+    row["F1"] = "—" if f1v is None else f"{f1v:.2f}"
+    return row
