@@ -260,7 +260,16 @@ def test_several_evaluators_vote(tmp_path: Path, voting: str) -> None:
     # Round 2: c's reply never parses -> the round is scored by a and b; c's error is kept on the round.
     assert rounds[1]["status"] == "done"
     assert r1["evaluators"] == ["va", "vb"] and r1["evaluator_errors"] == ["vc"]
-    assert r1["evaluations"]["vc"]["cause"] == "unparseable"
+    # c's failure is its judgment of the round, with the cause in the cause column.
+    assert sorted(r1["evaluations"]) == ["va", "vb"]
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    sql = "SELECT judge, error_cause FROM judgments WHERE item_key=?"
+    judged = dict(con.execute(sql, (rounds[1]["key"],)).fetchall())
+    assert judged == {
+        "kieval_evaluator:va": None,
+        "kieval_evaluator:vb": None,
+        "kieval_evaluator:vc": "unparseable",
+    }
     if voting == "majority":
         assert r1["accuracy"]["score"] == 2  # a 2 vs b 3: a tie goes to the lower score
     else:

@@ -14,7 +14,7 @@ import pytest
 
 from proctor.errors import UserError
 from proctor.protocols.kieval.config import QuestionsConfig
-from proctor.protocols.kieval.run import clean_question
+from proctor.protocols.kieval.conversations import clean_question
 from proctor.protocols.kieval.seeds import load_seed_questions
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ProctorError(Exception):
     """Base class for proctor's own errors."""
@@ -25,9 +27,12 @@ class StepError(ProctorError):
       `truncated`, `budget`, ...) and retried by `--resume`.
     """
 
-    def __init__(self, message: str, *, cause: str = "error") -> None:
+    def __init__(self, message: str, *, cause: str = "error", partial: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+        # What the unit got done before it failed (e.g. a conversation's finished rounds): recorded as the
+        # failed item's data in place of the step's context, so the report shows how far it got.
+        self.partial = partial
 
 
 class ModelCallError(StepError):

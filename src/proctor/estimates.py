@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from proctor.judging.stats import mean_ci, wilson_interval
 
@@ -41,6 +41,14 @@ class Estimate(BaseModel):
     n: int = 0
     method: Method = "none"
     k: int | None = None  # successes, for a proportion
+
+    @model_serializer(mode="wrap")
+    def _without_empty_k(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`k` is shown for proportions only."""
+        data: dict[str, Any] = handler(self)
+        if data.get("k") is None:
+            data.pop("k", None)
+        return data
 
     @classmethod
     def proportion(cls, successes: int, n: int) -> Estimate:

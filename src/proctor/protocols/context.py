@@ -141,7 +141,7 @@ class RunContext(Generic[S]):
         step: Callable[[U], Awaitable[P]],
         *,
         key: Callable[[U], str],
-        role: str,
+        role: str | Callable[[U], str],
         output: type[P],
         context: Callable[[U], dict[str, Any]] | None = None,
     ) -> list[Outcome[U, P]]:
@@ -150,8 +150,8 @@ class RunContext(Generic[S]):
         Each unit's `key` names its item. Units already done (or failed for good, see
         `proctor.errors.is_final`) are not run again: their stored result is handed back. The rest run
         concurrently under the models' limiters; a success is stored as its typed payload, a failure with
-        its cause (and `context(unit)`, so the report can name the unit) — never dropped. Progress
-        advances per unit. Returns one `Outcome` per unit, in the order of `units`.
+        its cause (and `context(unit)`, so the report can name the unit) — never dropped. Every model call
+        is recorded under `role` (a name, or a function of the unit). Progress advances per unit. Returns one `Outcome` per unit, in the order of `units`.
         """
         return await run_steps(self, description, list(units), step, key, role, output, context, judge=None)
 

@@ -134,7 +134,7 @@ async def run_steps(
     units: list[U],
     step: Callable[[U], Awaitable[T]],
     key: Callable[[U], str],
-    role: str,
+    role: str | Callable[[U], str],
     output: type[T],
     context: Callable[[U], dict[str, Any]] | None,
     *,
@@ -156,13 +156,16 @@ async def run_steps(
     stage = ctx.progress.stage(description, len(todo))
 
     async def one(k: str, u: U) -> None:
-        with call_scope(recorder=ctx.store, role=role, item_key=k, budget=ctx.budget):
+        unit_role = role(u) if callable(role) else role
+        with call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget):
+            partial: dict[str, Any] | None = None
             try:
                 value: T | None = await step(u)
                 failure = None
             except StepError as e:
-                value, failure = None, Failure(e.cause, str(e))
-        _record(ctx.store, k, output, judge, value, failure, context(u) if context and failure else None)
+                value, failure, partial = None, Failure(e.cause, str(e)), e.partial
+        data = partial if partial is not None else (context(u) if context and failure else None)
+        _record(ctx.store, k, output, judge, value, failure, data)
         settled[k] = (value, failure)
         stage.advance()
 

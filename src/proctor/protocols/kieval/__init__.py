@@ -15,7 +15,9 @@ PROTOCOL = Protocol(
     roles=(
         Role("interactor", "asks the follow-up questions of each conversation"),
         Role(
-            "evaluator", "scores every round on the five aspects (defaults to the interactor)", required=False
+            "evaluator",
+            "scores every round on the five aspects (needed unless `kieval.evaluators` lists models)",
+            required=False,
         ),
     ),
     run=run,

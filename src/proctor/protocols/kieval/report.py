@@ -13,14 +13,15 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from proctor.constants import LETTERS
 from proctor.protocols.kieval import plots as plots_kieval
+from proctor.protocols.kieval.conversations import EVALUATOR_JUDGE
 from proctor.report._env import render_template
 from proctor.store import RunStore
 
 log = logging.getLogger(__name__)
 
 ASPECTS = ("accuracy", "logic", "relevance", "coherence", "conciseness")
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_CONVERSATIONS = 400
 END_ORDER = (
     "completed",
@@ -96,7 +97,8 @@ def _tidy(s: Any) -> Any:
     return int(s) if isinstance(s, float) and s.is_integer() else s
 
 
-def _round_view(it: dict[str, Any]) -> dict[str, Any]:
+def _round_view(it: dict[str, Any], failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """One round for display; `failures` are its evaluators' failed judgments."""
     d = _data(it)
     evaluations = d.get("evaluations") or {}
     names = list(evaluations)
@@ -116,9 +118,12 @@ def _round_view(it: dict[str, Any]) -> dict[str, Any]:
         if "error" not in e
     ]
     failed = [
-        {"evaluator": n, "error": e.get("error"), "raw": e.get("raw")}
-        for n, e in evaluations.items()
-        if "error" in e
+        {
+            "evaluator": j["judge"].split(":", 1)[-1],
+            "error": f"{j['error_cause']}: {j['error']}",
+            "raw": (j["data"] or {}).get("raw"),
+        }
+        for j in failures
     ]
     return {
         "n": int(d.get("round", 0)) + 1,
@@ -146,6 +151,10 @@ def _conversations(store: RunStore) -> tuple[list[dict[str, Any]], int]:
     for r in store.items(kind="kieval_round"):
         rounds.setdefault(str(_data(r).get("conversation")), []).append(r)
     convs = {it["key"]: it for it in store.items(kind="kieval_conversation")}
+    evaluator_failures: dict[str, list[dict[str, Any]]] = {}
+    for j in store.judgments():
+        if j["error"] and j["judge"].startswith(f"{EVALUATOR_JUDGE}:"):
+            evaluator_failures.setdefault(j["item_key"], []).append(j)
     keys = list(convs) + [k for k in rounds if k not in convs]
     out = []
     for key in keys[:MAX_CONVERSATIONS]:
@@ -179,7 +188,7 @@ def _conversations(store: RunStore) -> tuple[list[dict[str, Any]], int]:
                 "aspect_scores": d.get("aspects") or {},
                 "n_rounds": d.get("rounds"),
                 "end": end,
-                "rounds": [_round_view(r) for r in rs],
+                "rounds": [_round_view(r, evaluator_failures.get(r["key"], [])) for r in rs],
             }
         )
     return out, len(keys)

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.constants import LETTERS
 from proctor.errors import UserError
 from proctor.protocols.kieval.config import QuestionsConfig
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_CHOICES = 10
 
 QUESTION_FIELDS = ("question", "Question", "input", "prompt", "query", "stem", "sent1")
