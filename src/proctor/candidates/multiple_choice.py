@@ -30,14 +30,16 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from proctor.constants import LETTERS
 from proctor.errors import ModelCallError, StructuredOutputError, UserError
 from proctor.models.base import Model
 from proctor.models.types import Message, TokenLogprob
 from proctor.prompts import render_text
 
-LETTERS = "ABCDEFGHIJ"
 METHODS = ("auto", "letter_logprobs", "generated_letter", "option_loglik")
 _STRIP = " \t\n\r*_`'\"([{<>.:)]}"
+
+MAX_OPTIONS = 10  # option letters A..J
 
 
 @dataclass(frozen=True)
@@ -205,8 +207,8 @@ async def select_option(
     server without prompt logprobs; transient failures raise `ModelCallError` as usual."""
     check_method(method, "selection")
     n = len(choices)
-    if not 2 <= n <= len(LETTERS):
-        raise ValueError(f"need 2..{len(LETTERS)} options, got {n}")
+    if not 2 <= n <= MAX_OPTIONS:
+        raise ValueError(f"need 2..{MAX_OPTIONS} options, got {n}")
     fallbacks: list[str] = []
     if method in ("auto", "option_loglik"):
         reason = None if await model.supports_prompt_logprobs() else "the server returns no prompt logprobs"

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from proctor.constants import LETTERS
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
 
 N_OPTIONS = MIN_DISTRACTORS + 1
-LETTERS = "ABCD"
 
 
 def balanced_sequence(n: int, k: int, rng: np.random.Generator) -> list[int]:

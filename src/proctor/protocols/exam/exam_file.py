@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from proctor.constants import LETTERS
 from proctor.errors import UserError
 
 REQUIRED = (
@@ -30,7 +31,6 @@ REQUIRED = (
     "prompt_version",
 )
 EXTRA = ("topic", "source", "bloom_source", "question_word_source")
-LETTERS = "ABCDEFGHIJ"
 
 
 def exam_record(q: dict[str, Any]) -> dict[str, Any]:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from proctor.errors import ModelCallError
 from proctor.models.types import Message
 from proctor.prompts import prompt_path, prompt_version, render_messages, render_text
-from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
+from proctor.protocols.steps import Outcome, Payload
 
 PROMPT = "exam/generate"
 EXAMPLE_FILES = ("exam/example_passage.j2", "exam/example_reply.j2")
@@ -98,7 +98,7 @@ class GenerationCall:
     n_questions: int
 
 
-def chunk_order(ctx: RunContext, strategy: str, n_clusters: int | None = None) -> list[Any]:
+def chunk_order(ctx: RunContext[Config], strategy: str, n_clusters: int | None = None) -> list[Any]:
     """Chunks in the order questions are drawn from them.
 
     `random`: a seeded permutation. `spread`: round-robin over documents (topics), each document's
@@ -121,7 +121,7 @@ def chunk_order(ctx: RunContext, strategy: str, n_clusters: int | None = None) -
     return _round_robin(ctx, list(by_doc.values()))
 
 
-def _round_robin(ctx: RunContext, groups: list[list[Any]]) -> list[Any]:
+def _round_robin(ctx: RunContext[Config], groups: list[list[Any]]) -> list[Any]:
     """Groups in seeded random order, each group's members in seeded random order, then one member of
     each group in turn."""
     order = [groups[int(i)] for i in ctx.rng.permutation(len(groups))]
@@ -135,7 +135,7 @@ def _round_robin(ctx: RunContext, groups: list[list[Any]]) -> list[Any]:
 
 
 def plan_generation(
-    ctx: RunContext, cfg: Config, chunks: list[Any], n_questions: int
+    ctx: RunContext[Config], cfg: Config, chunks: list[Any], n_questions: int
 ) -> list[GenerationCall]:
     """The examiner calls that ask `n_questions` in all, `questions_per_call` at a time, cycling over
     `chunks` (a later cycle is a new variant). A larger `n_questions` extends the plan: the calls of a
@@ -164,45 +164,49 @@ def plan_generation(
     return plan
 
 
+class ExamDraft(Payload):
+    """One examiner call's questions, as written (filtered when the exam is assembled)."""
+
+    KIND: ClassVar[str] = "exam_draft"
+    chunk_id: str
+    doc_id: str
+    source: str
+    variant: int
+    n_questions: int
+    questions: list[dict[str, Any]]
+    generator: str
+    prompt_version: str
+
+
 async def run_generation(
-    ctx: RunContext, cfg: Config, plan: list[GenerationCall], label: str = "writing exam questions"
-) -> None:
-    """Make the examiner calls not yet done; failures are recorded on their `exam_draft` item."""
+    ctx: RunContext[Config], plan: list[GenerationCall], label: str = "writing exam questions"
+) -> list[Outcome[GenerationCall, ExamDraft]]:
+    """The examiner calls of the plan (those done earlier come back from the store)."""
+    cfg = ctx.settings
     examiner = ctx.role("examiner")
     version = generation_prompt_version()
 
-    def make(call: GenerationCall) -> Any:
-        async def fn() -> None:
-            messages = generation_messages(
-                call.chunk.text,
-                call.chunk.metadata.get("title"),
-                call.n_questions,
-                cfg.distractors,
-                call.variant,
-            )
-            c = await examiner.generate(
-                messages,
-                json_schema=generation_schema(call.n_questions, cfg.distractors),
-                temperature=0.0,
-                seed=ctx.config.seed + call.variant,
-                max_tokens=cfg.generation_max_tokens * call.n_questions,
-            )
-            ctx.store.put_item(call.key, "exam_draft", _draft_data(call, c.parsed, examiner.spec, version))
+    async def write(call: GenerationCall) -> ExamDraft:
+        messages = generation_messages(
+            call.chunk.text, call.chunk.metadata.get("title"), call.n_questions, cfg.distractors, call.variant
+        )
+        c = await examiner.generate(
+            messages,
+            json_schema=generation_schema(call.n_questions, cfg.distractors),
+            temperature=0.0,
+            seed=ctx.config.seed + call.variant,
+            max_tokens=cfg.generation_max_tokens * call.n_questions,
+        )
+        return ExamDraft(**_draft_data(call, c.parsed, examiner.spec, version))
 
-        return fn
-
-    info = {call.key: call for call in plan}
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        call = info[key]
-        data = _draft_data(call, None, examiner.spec, version)
-        ctx.store.put_failed(key, "exam_draft", data, e)
-
-    await ctx.run_items(
+    return await ctx.map(
         label,
-        ((call.key, "examiner", make(call)) for call in plan),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        plan,
+        write,
+        key=lambda call: call.key,
+        role="examiner",
+        output=ExamDraft,
+        context=lambda call: _draft_data(call, None, examiner.spec, version),
     )
 
 
@@ -219,22 +223,22 @@ def _draft_data(call: GenerationCall, parsed: Any, generator: str, version: str)
     }
 
 
-def drafts_from_items(plan: list[GenerationCall], ctx: RunContext) -> tuple[list[Draft], dict[str, Any]]:
+def drafts_from(outcomes: list[Outcome[GenerationCall, ExamDraft]]) -> tuple[list[Draft], dict[str, Any]]:
     """Drafts in plan order plus the generation counts (calls, failures by cause, questions parsed)."""
     stats: dict[str, Any] = {
-        "planned": sum(c.n_questions for c in plan),
-        "calls": len(plan),
+        "planned": sum(o.unit.n_questions for o in outcomes),
+        "calls": len(outcomes),
         "calls_failed": {},
         "generated": 0,
     }
     drafts: list[Draft] = []
-    for call in plan:
-        it = ctx.store.get_item(call.key)
-        if it is None or it["status"] != "done":
-            cause = (it or {}).get("error_cause") or "not_run"
+    for o in outcomes:
+        call = o.unit
+        if o.value is None:
+            cause = o.failure.cause if o.failure is not None else "not_run"
             stats["calls_failed"][cause] = stats["calls_failed"].get(cause, 0) + call.n_questions
             continue
-        d = it["data"]
+        d = o.value.model_dump()
         for i, q in enumerate(d["questions"][: call.n_questions]):
             stats["generated"] += 1
             drafts.append(

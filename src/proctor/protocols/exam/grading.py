@@ -9,14 +9,16 @@ only in the factor that names them; the 1-shot example is the first of the 2-sho
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from proctor.candidates import Candidate
-from proctor.candidates.multiple_choice import LETTERS, check_method, select_option
-from proctor.errors import ModelCallError, UserError
+from proctor.candidates.multiple_choice import check_method, select_option
+from proctor.constants import LETTERS
+from proctor.errors import UserError
 from proctor.prompts import prompt_version, render_messages, render_text
-from proctor.protocols.base import RunContext, work_key
+from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.exam.config import Config
+from proctor.protocols.steps import Outcome, Payload
 
 PROMPT = "exam/answer"
 LOGLIK_PROMPT = "exam/answer_loglik"  # plain text continued by each option (option_loglik)
@@ -45,7 +47,7 @@ class Pipeline:
         }
 
 
-def build_pipelines(ctx: RunContext, cfg: Config) -> list[Pipeline]:
+def build_pipelines(ctx: RunContext[Config], cfg: Config) -> list[Pipeline]:
     """Grid cells (llms x retrievers x icl_shots), then the run's `candidates` x icl_shots. An empty
     list is allowed: the run then only writes the exam (to grade later with `exam_file`)."""
     grid = cfg.grid
@@ -92,7 +94,9 @@ def selection_method(cfg: Config, model: str) -> str:
     return cfg.selection_per_model.get(model, cfg.selection)
 
 
-def draw_examples(ctx: RunContext, exam: list[dict[str, Any]], max_shots: int) -> dict[str, list[str]]:
+def draw_examples(
+    ctx: RunContext[Config], exam: list[dict[str, Any]], max_shots: int
+) -> dict[str, list[str]]:
     """For each question, `max_shots` other questions (seeded), nested: icl@1 uses the first of them."""
     n = len(exam)
     out: dict[str, list[str]] = {}
@@ -104,7 +108,7 @@ def draw_examples(ctx: RunContext, exam: list[dict[str, Any]], max_shots: int) -
 
 
 def _contexts(
-    ctx: RunContext, pipelines: list[Pipeline], exam: list[dict[str, Any]]
+    ctx: RunContext[Config], pipelines: list[Pipeline], exam: list[dict[str, Any]]
 ) -> dict[tuple[str, int, str], list[Any]]:
     """Retrieved chunks per (retriever, k, question): computed once, shared by LLMs and ICL settings."""
     known = (
@@ -165,7 +169,7 @@ def answer_loglik_prompt(q: dict[str, Any], examples: list[dict[str, Any]], cont
 
 
 def response_key(
-    ctx: RunContext,
+    ctx: RunContext[Config],
     cfg: Config,
     p: Pipeline,
     q: dict[str, Any],
@@ -190,14 +194,48 @@ def response_key(
     )
 
 
+class ExamResponse(Payload):
+    """One pipeline's answer to one exam question, with how the option was selected."""
+
+    KIND: ClassVar[str] = "exam_response"
+    pipeline: str
+    question_id: str
+    answer: str
+    example_ids: list[str]
+    retrieved_ids: list[str]
+    method_requested: str
+    selected: str | None
+    selected_index: int | None
+    correct: bool | None
+    method: str | None
+    fallback: str | None
+    probs: dict[str, float] | None
+    letter_mass: float | None
+    scores: dict[str, float] | None
+    logliks: dict[str, list[float]] | None
+    reply: str
+
+
+@dataclass(frozen=True)
+class Sitting:
+    """One pipeline answering one question, with its in-context examples and retrieved passages."""
+
+    key: str
+    pipeline: Pipeline
+    question: dict[str, Any]
+    example_ids: list[str]
+    context: list[Any]
+
+
 async def grade(
-    ctx: RunContext, cfg: Config, pipelines: list[Pipeline], exam: list[dict[str, Any]]
-) -> list[tuple[str, Pipeline, dict[str, Any]]]:
-    """Every pipeline answers every question; returns (key, pipeline, question) in plan order."""
+    ctx: RunContext[Config], pipelines: list[Pipeline], exam: list[dict[str, Any]]
+) -> list[Outcome[Sitting, ExamResponse]]:
+    """Every pipeline answers every question; outcomes in plan order."""
+    cfg = ctx.settings
     by_id = {q["id"]: q for q in exam}
     examples = draw_examples(ctx, exam, max((p.icl for p in pipelines), default=0))
     contexts = _contexts(ctx, pipelines, exam)
-    plan: list[tuple[str, Pipeline, dict[str, Any], list[str], list[Any]]] = []
+    plan: list[Sitting] = []
     # Question-major order, pipelines sharing a retriever next to each other: consecutive prompts share
     # their longest prefix (instructions + retrieved passages), which servers with a prompt cache
     # (llama.cpp, vLLM) reuse.
@@ -207,59 +245,51 @@ async def grade(
             ex_ids = examples[q["id"]][: p.icl]
             context = [] if p.retriever == "closed_book" else contexts[(p.retriever, p.k, q["id"])]
             key = response_key(ctx, cfg, p, q, ex_ids, [c.chunk_id for c in context])
-            plan.append((key, p, q, ex_ids, context))
+            plan.append(Sitting(key, p, q, ex_ids, context))
 
-    def base(p: Pipeline, q: dict[str, Any], ex_ids: list[str], context: list[Any]) -> dict[str, Any]:
+    def base(s: Sitting) -> dict[str, Any]:
         return {
-            "pipeline": p.name,
-            "question_id": q["id"],
-            "answer": q["answer"],
-            "example_ids": ex_ids,
-            "retrieved_ids": [c.chunk_id for c in context],
-            "method_requested": selection_method(cfg, p.model),
+            "pipeline": s.pipeline.name,
+            "question_id": s.question["id"],
+            "answer": s.question["answer"],
+            "example_ids": s.example_ids,
+            "retrieved_ids": [c.chunk_id for c in s.context],
+            "method_requested": selection_method(cfg, s.pipeline.model),
         }
 
-    def make(p: Pipeline, q: dict[str, Any], ex_ids: list[str], context: list[Any], key: str) -> Any:
-        async def fn() -> None:
-            examples = [by_id[i] for i in ex_ids]
-            messages = answer_messages(q, examples, context)
-            sel = await select_option(
-                ctx.models[p.model],
-                messages,
-                q["choices"],
-                method=selection_method(cfg, p.model),
-                seed=ctx.config.seed,
-                top_logprobs=cfg.top_logprobs,
-                generate_max_tokens=cfg.generate_max_tokens,
-                loglik_prompt=answer_loglik_prompt(q, examples, context),
-            )
-            data = base(p, q, ex_ids, context) | {
-                "selected": sel.letter,
-                "selected_index": sel.index,
-                "correct": sel.letter == q["answer"],
-                "method": sel.method,
-                "fallback": sel.fallback,
-                "probs": sel.probs,
-                "letter_mass": sel.letter_mass,
-                "scores": sel.scores,
-                "logliks": sel.logliks,
-                "reply": sel.text,
-            }
-            ctx.store.put_item(key, "exam_response", data)
+    async def sit(s: Sitting) -> ExamResponse:
+        q, p = s.question, s.pipeline
+        shown = [by_id[i] for i in s.example_ids]
+        sel = await select_option(
+            ctx.models[p.model],
+            answer_messages(q, shown, s.context),
+            q["choices"],
+            method=selection_method(cfg, p.model),
+            seed=ctx.config.seed,
+            top_logprobs=cfg.top_logprobs,
+            generate_max_tokens=cfg.generate_max_tokens,
+            loglik_prompt=answer_loglik_prompt(q, shown, s.context),
+        )
+        return ExamResponse(
+            **base(s),
+            selected=sel.letter,
+            selected_index=sel.index,
+            correct=sel.letter == q["answer"],
+            method=sel.method,
+            fallback=sel.fallback,
+            probs=sel.probs,
+            letter_mass=sel.letter_mass,
+            scores=sel.scores,
+            logliks=sel.logliks,
+            reply=sel.text,
+        )
 
-        return fn
-
-    info = {key: (p, q, ex_ids, context) for key, p, q, ex_ids, context in plan}
-
-    def on_error(key: str, e: ModelCallError) -> None:
-        p, q, ex_ids, context = info[key]
-        data = base(p, q, ex_ids, context) | {"selected": None, "correct": None, "method": None}
-        ctx.store.put_failed(key, "exam_response", data, e)
-
-    await ctx.run_items(
+    return await ctx.map(
         "grading pipelines",
-        ((key, "candidate", make(p, q, ex_ids, context, key)) for key, p, q, ex_ids, context in plan),
-        is_done=ctx.store.is_settled,
-        on_error=on_error,
+        plan,
+        sit,
+        key=lambda s: s.key,
+        role="candidate",
+        output=ExamResponse,
+        context=lambda s: base(s) | {"selected": None, "correct": None, "method": None},
     )
-    return [(key, p, q) for key, p, q, _, _ in plan]

@@ -21,25 +21,22 @@ from typing import Any
 import numpy as np
 
 from proctor.protocols.exam.config import IRTConfig
-from proctor.protocols.exam.grading import Pipeline
+from proctor.protocols.exam.grading import ExamResponse, Pipeline
 
 THETA = np.linspace(-4.0, 4.0, 81)
 
 
 def response_matrix(
-    pipelines: list[Pipeline], exam: list[dict[str, Any]], responses: list[dict[str, Any]]
+    pipelines: list[Pipeline], exam: list[dict[str, Any]], responses: list[ExamResponse]
 ) -> np.ndarray:
     """Pipelines x questions: 1.0 correct, 0.0 wrong, NaN when there is no scored answer."""
     row = {p.name: i for i, p in enumerate(pipelines)}
     col = {q["id"]: j for j, q in enumerate(exam)}
     m = np.full((len(pipelines), len(exam)), np.nan)
     for r in responses:
-        if r["status"] != "done":
-            continue
-        d = r["data"]
-        i, j = row.get(d["pipeline"]), col.get(d["question_id"])
-        if i is not None and j is not None and d.get("correct") is not None:
-            m[i, j] = 1.0 if d["correct"] else 0.0
+        i, j = row.get(r.pipeline), col.get(r.question_id)
+        if i is not None and j is not None and r.correct is not None:
+            m[i, j] = 1.0 if r.correct else 0.0
     return m
 
 

@@ -8,7 +8,10 @@ where each of its labels came from (``examiner`` or ``rules``).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
+
+from proctor.protocols.context import RunContext
+from proctor.protocols.steps import Payload
 
 BLOOM_LEVELS = ("remember", "understand", "apply", "analyze", "evaluate", "create")
 QUESTION_WORDS = ("what", "which", "how", "why", "when", "where", "who", "other")
@@ -150,63 +153,62 @@ LABEL_SCHEMA: dict[str, Any] = {
 }
 
 
+class ExamLabels(Payload):
+    """The examiner's labels for one batch of questions, by question id."""
+
+    KIND: ClassVar[str] = "exam_labels"
+    labels: dict[str, dict[str, Any]]
+    prompt_version: str
+
+
 async def label_exam(
-    ctx: Any, exam: list[dict[str, Any]], *, use_examiner: bool, batch_size: int
+    ctx: RunContext[Any], exam: list[dict[str, Any]], *, use_examiner: bool, batch_size: int
 ) -> dict[str, int]:
     """Set `bloom`, `question_word` (and their `_source`) on every question; returns label counts by source.
 
     Examiner batches are keyed items (`exam_labels`), so resumes and re-runs repeat no call; a failed or
     unparseable batch leaves its questions to the rules."""
-    from proctor.errors import ModelCallError
     from proctor.prompts import prompt_version, render_messages
-    from proctor.protocols.base import work_key
+    from proctor.protocols.context import work_key
 
     found: dict[str, dict[str, Any]] = {}
     if use_examiner and exam:
         examiner = ctx.role("examiner")
         version = prompt_version("exam/labels")
         batches = [exam[i : i + batch_size] for i in range(0, len(exam), batch_size)]
-        plan = [
-            (work_key("exlab", [q["id"] for q in b], version, examiner.provider.identity()), b)
-            for b in batches
-        ]
 
-        def make(key: str, batch: list[dict[str, Any]]) -> Any:
-            async def fn() -> None:
-                shown = [{"id": str(i + 1), "question": q["question"]} for i, q in enumerate(batch)]
-                c = await examiner.generate(
-                    render_messages("exam/labels", questions=shown),
-                    json_schema=LABEL_SCHEMA,
-                    temperature=0.0,
-                    seed=ctx.config.seed,
-                    max_tokens=40 * len(batch) + 40,
-                )
-                labels = {}
-                for pos, lab in enumerate(c.parsed["labels"]):
-                    ref = str(lab.get("id", "")).strip().strip("[]")
-                    i = int(ref) - 1 if ref.isdigit() else pos
-                    if 0 <= i < len(batch) and batch[i]["id"] not in labels:
-                        labels[batch[i]["id"]] = {
-                            "bloom": lab.get("bloom"),
-                            "question_word": lab.get("question_word"),
-                        }
-                ctx.store.put_item(key, "exam_labels", {"labels": labels, "prompt_version": version})
+        async def label(batch: list[dict[str, Any]]) -> ExamLabels:
+            shown = [{"id": str(i + 1), "question": q["question"]} for i, q in enumerate(batch)]
+            c = await examiner.generate(
+                render_messages("exam/labels", questions=shown),
+                json_schema=LABEL_SCHEMA,
+                temperature=0.0,
+                seed=ctx.config.seed,
+                max_tokens=40 * len(batch) + 40,
+            )
+            labels = {}
+            for pos, lab in enumerate(c.parsed["labels"]):
+                ref = str(lab.get("id", "")).strip().strip("[]")
+                i = int(ref) - 1 if ref.isdigit() else pos
+                if 0 <= i < len(batch) and batch[i]["id"] not in labels:
+                    labels[batch[i]["id"]] = {
+                        "bloom": lab.get("bloom"),
+                        "question_word": lab.get("question_word"),
+                    }
+            return ExamLabels(labels=labels, prompt_version=version)
 
-            return fn
-
-        def on_error(key: str, e: ModelCallError) -> None:
-            ctx.store.put_failed(key, "exam_labels", {"labels": {}}, e)
-
-        await ctx.run_items(
+        outcomes = await ctx.map(
             "labelling questions",
-            ((key, "examiner", make(key, b)) for key, b in plan),
-            is_done=ctx.store.is_settled,
-            on_error=on_error,
+            batches,
+            label,
+            key=lambda b: work_key("exlab", [q["id"] for q in b], version, examiner.provider.identity()),
+            role="examiner",
+            output=ExamLabels,
+            context=lambda b: {"labels": {}},
         )
-        for key, _ in plan:
-            it = ctx.store.get_item(key)
-            if it is not None and it["status"] == "done":
-                found.update(it["data"]["labels"])
+        for o in outcomes:
+            if o.value is not None:
+                found.update(o.value.labels)
     counts: dict[str, int] = {
         "bloom_examiner": 0,
         "bloom_rules": 0,

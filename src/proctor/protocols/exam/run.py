@@ -15,26 +15,23 @@ from collections import Counter
 from typing import Any
 
 from proctor.errors import UserError
-from proctor.judging.stats import wilson_interval
-from proctor.protocols.base import RunContext
+from proctor.estimates import Estimate
+from proctor.protocols.context import RunContext, successes
 from proctor.protocols.exam import generation
 from proctor.protocols.exam.assemble import assemble_exam
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.exam_file import read_exam, write_exam
 from proctor.protocols.exam.filters import Embeddings
-from proctor.protocols.exam.grading import Pipeline, build_pipelines, grade
+from proctor.protocols.exam.grading import ExamResponse, Pipeline, Sitting, build_pipelines, grade
 from proctor.protocols.exam.labels import label_exam
 from proctor.protocols.exam.stats import bias_baselines, distribution, max_baseline_gap
+from proctor.protocols.steps import Outcome
 
 log = logging.getLogger("proctor")
 BREAKDOWNS = ("bloom", "question_word", "topic")
 
 
-def _settings(ctx: RunContext) -> Config:
-    return ctx.config.settings  # type: ignore[return-value]
-
-
-async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+async def build_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Generate (or read) the exam; returns it with its statistics."""
     if cfg.exam_file is not None:
         exam = read_exam(cfg.exam_file)
@@ -54,7 +51,7 @@ async def build_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]]
     return exam, stats
 
 
-async def generate_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Generate, filter and assemble, in rounds while `target_questions` is not met."""
     chunks = generation.chunk_order(ctx, cfg.chunk_sampling, cfg.topic_clusters)
     # Every assembly starts from the same generator state, so the exam of a round does not depend on
@@ -66,8 +63,7 @@ async def generate_exam(ctx: RunContext, cfg: Config) -> tuple[list[dict[str, An
     while True:
         plan = generation.plan_generation(ctx, cfg, chunks, asked)
         label = "writing exam questions" + (f" (round {len(rounds) + 1})" if rounds else "")
-        await generation.run_generation(ctx, cfg, plan, label)
-        drafts, stats = generation.drafts_from_items(plan, ctx)
+        drafts, stats = generation.drafts_from(await generation.run_generation(ctx, plan, label))
         ctx.rng.bit_generator.state = copy.deepcopy(rng_state)
         exam, assembly = assemble_exam(
             drafts,
@@ -119,7 +115,7 @@ def _next_round_size(cfg: Config, rounds: list[dict[str, int]], cap: int) -> int
     return min(cap, math.ceil((last["asked"] + more) / per) * per)
 
 
-def _supersede(ctx: RunContext, kind: str, current: set[str]) -> None:
+def _supersede(ctx: RunContext[Config], kind: str, current: set[str]) -> None:
     """Items of an earlier state of this run (e.g. the exam before a resume completed it) stay in the
     store for the record but are marked `superseded`, so the report and exports show the current exam."""
     for it in ctx.store.items(kind):
@@ -131,35 +127,36 @@ def _supersede(ctx: RunContext, kind: str, current: set[str]) -> None:
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
-    lo, hi = wilson_interval(k, n)
-    return {"value": k / n if n else None, "lo": lo, "hi": hi, "n": n, "correct": k}
+    return Estimate.proportion(k, n).model_dump()
 
 
 def _metrics(
-    ctx: RunContext, pipelines: list[Pipeline], exam: list[dict[str, Any]], responses: list[dict[str, Any]]
+    ctx: RunContext[Config],
+    pipelines: list[Pipeline],
+    exam: list[dict[str, Any]],
+    responses: list[Outcome[Sitting, ExamResponse]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Accuracy per pipeline (Wilson 95%) and per Bloom level, question word and topic."""
     by_id = {q["id"]: q for q in exam}
     per: dict[str, dict[str, Any]] = {}
     breakdowns: dict[str, dict[str, dict[str, Any]]] = {b: {} for b in BREAKDOWNS}
     for p in pipelines:
-        mine = [r for r in responses if r["data"]["pipeline"] == p.name]
-        scored = [r for r in mine if r["status"] == "done"]
-        k = sum(1 for r in scored if r["data"]["correct"])
-        acc = _rate(k, len(scored))
+        mine = [o for o in responses if o.unit.pipeline.name == p.name]
+        scored = [o.value for o in mine if o.value is not None]
+        acc = _rate(sum(1 for r in scored if r.correct), len(scored))
         ctx.store.put_metric("accuracy", p.name, acc["value"], lo=acc["lo"], hi=acc["hi"], n=acc["n"])
         per[p.name] = {
             **p.as_dict(),
             "accuracy": acc,
             "answered": len(scored),
-            "errors": dict(Counter(r["error_cause"] or "error" for r in mine if r["status"] != "done")),
-            "methods": dict(Counter(r["data"]["method"] for r in scored)),
+            "errors": dict(Counter(o.failure.cause for o in mine if o.failure is not None)),
+            "methods": dict(Counter(r.method for r in scored)),
         }
         for b in BREAKDOWNS:
             groups: dict[str, list[bool]] = {}
             for r in scored:
-                level = str(by_id[r["data"]["question_id"]].get(b) or "unknown")
-                groups.setdefault(level, []).append(bool(r["data"]["correct"]))
+                level = str(by_id[r.question_id].get(b) or "unknown")
+                groups.setdefault(level, []).append(bool(r.correct))
             breakdowns[b][p.name] = {g: _rate(sum(v), len(v)) for g, v in sorted(groups.items())}
     return per, breakdowns
 
@@ -184,8 +181,8 @@ def _table(per: dict[str, Any], irt: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-async def run(ctx: RunContext) -> dict[str, Any]:
-    cfg = _settings(ctx)
+async def run(ctx: RunContext[Config]) -> dict[str, Any]:
+    cfg = ctx.settings
     pipelines = build_pipelines(ctx, cfg)  # config mistakes surface before any model call
     if cfg.exam_file is None and cfg.chunk_sampling == "clusters" and not ctx.config.embedder:
         raise UserError(
@@ -219,12 +216,8 @@ async def run(ctx: RunContext) -> dict[str, Any]:
         warnings.append(
             "no pipeline to grade (exam.grid.llms and candidates are empty): only the exam was written"
         )
-    plan = await grade(ctx, cfg, pipelines, exam) if exam and pipelines else []
-    order = {key: i for i, (key, _, _) in enumerate(plan)}
-    _supersede(ctx, "exam_response", set(order))
-    responses = sorted(
-        (r for r in ctx.store.items("exam_response") if r["key"] in order), key=lambda r: order[r["key"]]
-    )
+    responses = await grade(ctx, pipelines, exam) if exam and pipelines else []
+    _supersede(ctx, "exam_response", {o.key for o in responses})
     per, breakdowns = _metrics(ctx, pipelines, exam, responses)
     ctx.store.put_artifact("exam_breakdowns", breakdowns)
     irt: dict[str, Any] = {}
@@ -233,7 +226,12 @@ async def run(ctx: RunContext) -> dict[str, Any]:
 
         n_options = max(len(q["choices"]) for q in exam)
         irt = analyse(
-            cfg.irt, pipelines, exam, response_matrix(pipelines, exam, responses), n_options, ctx.rng
+            cfg.irt,
+            pipelines,
+            exam,
+            response_matrix(pipelines, exam, successes(responses)),
+            n_options,
+            ctx.rng,
         )
         for a in irt.get("abilities", []):
             ctx.store.put_metric(

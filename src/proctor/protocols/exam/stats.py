@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from proctor.judging.stats import wilson_interval
+from proctor.constants import LETTERS
+from proctor.estimates import Estimate
 from proctor.protocols.exam.assemble import length_credit
 from proctor.protocols.exam.filters import words
 
@@ -21,7 +22,7 @@ def bias_baselines(exam: list[dict[str, Any]]) -> dict[str, Any]:
     """Scores of the three no-knowledge strategies, the letter distribution and option-length facts."""
     n = len(exam)
     n_options = max((len(q["choices"]) for q in exam), default=4)
-    letter_set = "ABCDEFGHIJ"[:n_options]
+    letter_set = LETTERS[:n_options]
     letters = Counter(q["answer"] for q in exam)
     out: dict[str, Any] = {
         "n": n,
@@ -32,12 +33,12 @@ def bias_baselines(exam: list[dict[str, Any]]) -> dict[str, Any]:
         return out
     best_letter = max(letter_set, key=lambda x: (letters.get(x, 0), -letter_set.index(x)))
     k = letters.get(best_letter, 0)
-    lo, hi = wilson_interval(k, n)
-    out["best_fixed_letter"] = {"letter": best_letter, "value": k / n, "lo": lo, "hi": hi, "n": n}
+    out["best_fixed_letter"] = {"letter": best_letter, **Estimate.proportion(k, n).model_dump()}
     for pick in ("longest", "shortest"):
+        # Ties give fractional credit: the value is the exact share, the interval that of its rounding.
         credit = sum(length_credit(q["choices"], q["answer_index"], pick) for q in exam)
-        lo, hi = wilson_interval(round(credit), n)
-        out[f"always_{pick}"] = {"value": credit / n, "lo": lo, "hi": hi, "n": n}
+        rounded = Estimate.proportion(round(credit), n)
+        out[f"always_{pick}"] = rounded.model_copy(update={"value": round(credit / n, 6)}).model_dump()
     correct_len = [len(q["choices"][q["answer_index"]]) for q in exam]
     other_len = [len(c) for q in exam for i, c in enumerate(q["choices"]) if i != q["answer_index"]]
     out["mean_correct_chars"] = sum(correct_len) / n
