@@ -114,7 +114,9 @@ def test_qa_run_scores_and_records_errors(qa_config: Path, tmp_path: Path) -> No
     con = sqlite3.connect(result.run_dir / "run.sqlite")
     causes = {r[0] for r in con.execute("SELECT error_cause FROM items WHERE status='error'")}
     assert causes == {"http_500"}
-    errs = con.execute("SELECT COUNT(*) FROM judgments WHERE error_cause = 'unparseable' AND error IS NOT NULL").fetchone()[0]
+    errs = con.execute(
+        "SELECT COUNT(*) FROM judgments WHERE error_cause = 'unparseable' AND error IS NOT NULL"
+    ).fetchone()[0]
     assert errs == 2  # Quillan for both good candidates
     for f in ("results.json", "report.html", "items.jsonl", "items.parquet", "run.sqlite"):
         assert (result.run_dir / f).exists(), f

@@ -284,7 +284,9 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
     store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
     store.put_item("k1", "guess", {"question": SCRIPT, "answer": "x"})
     store.put_item("k2", "guess", {"question": "q"}, status="error", error="boom", error_cause="timeout")
-    store.put_artifact("summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}})
+    store.put_artifact(
+        "summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}}
+    )
     html = render_report_html(store)
     # A protocol without report code gets the default section: estimates, item table, failures by cause.
     assert "candidates.c.accuracy" in html and "[0.100, 0.900]" in html

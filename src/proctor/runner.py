@@ -18,7 +18,7 @@ from proctor.errors import UserError
 from proctor.models import get_model
 from proctor.models.base import Model
 from proctor.models.recording import Budget
-from proctor.protocols.base import RunContext
+from proctor.protocols.context import RunContext
 from proctor.protocols.progress import ProgressReporter
 from proctor.protocols.registry import get_protocol
 from proctor.store import RunStore

@@ -35,9 +35,7 @@ class _Loader(jinja2.BaseLoader):
         self._shared = jinja2.FileSystemLoader(str(PROMPT_DIR))
         self._protocols = jinja2.FileSystemLoader(str(PROTOCOLS_DIR))
 
-    def get_source(
-        self, environment: jinja2.Environment, template: str
-    ) -> tuple[str, str | None, object]:
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str | None, object]:
         resolved = _template_name(template)
         loader = self._protocols if resolved != template else self._shared
         return loader.get_source(environment, resolved)

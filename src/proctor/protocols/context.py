@@ -130,9 +130,6 @@ class RunContext(Generic[S]):
         models the weights' hash). The one identity used in every answer key."""
         return [c.model_dump(), self.models[c.model].provider.identity()]
 
-    async def run_items(self, description: str, items: Any, *, is_done: Any, on_error: Any) -> None:
-        await _legacy_run_items(self, description, items, is_done=is_done, on_error=on_error)
-
     # --- the step runner ----------------------------------------------------------------------------
     async def map(
         self,
@@ -151,7 +148,8 @@ class RunContext(Generic[S]):
         `proctor.errors.is_final`) are not run again: their stored result is handed back. The rest run
         concurrently under the models' limiters; a success is stored as its typed payload, a failure with
         its cause (and `context(unit)`, so the report can name the unit) — never dropped. Every model call
-        is recorded under `role` (a name, or a function of the unit). Progress advances per unit. Returns one `Outcome` per unit, in the order of `units`.
+        is recorded under `role` (a name, or a function of the unit). Progress advances per unit.
+        Returns one `Outcome` per unit, in the order of `units`.
         """
         return await run_steps(self, description, list(units), step, key, role, output, context, judge=None)
 
@@ -168,34 +166,6 @@ class RunContext(Generic[S]):
         """`map` for judgments: each unit's `key` is the judged item's key, the verdict is stored in the
         judgments table under the judge's name, with the same cause column as items."""
         return await run_steps(self, description, list(units), step, key, role, Judgment, None, judge=judge)
-
-
-async def _legacy_run_items(
-    ctx: RunContext[Any],
-    description: str,
-    items: Iterable[tuple[str, str, Callable[[], Awaitable[Any]]]],
-    *,
-    is_done: Callable[[str], bool],
-    on_error: Callable[[str, Any], None],
-) -> None:
-    """TRANSITIONAL (removed when the ports land): the old closure-based runner."""
-    import asyncio
-
-    from proctor.errors import ModelCallError
-    from proctor.models.recording import call_scope
-
-    todo = [(k, role, fn) for k, role, fn in items if not is_done(k)]
-    stage = ctx.progress.stage(description, len(todo))
-
-    async def one(key: str, role: str, fn: Callable[[], Awaitable[Any]]) -> None:
-        with call_scope(recorder=ctx.store, role=role, item_key=key, budget=ctx.budget):
-            try:
-                await fn()
-            except ModelCallError as e:
-                on_error(key, e)
-        stage.advance()
-
-    await asyncio.gather(*(one(k, r, fn) for k, r, fn in todo))
 
 
 def successes(outcomes: Sequence[Outcome[U, P]]) -> list[P]:

@@ -117,23 +117,6 @@ class RunStore:
             ),
         )
 
-    def put_failed(self, key: str, kind: str, data: Any, error: Exception) -> None:
-        """Record a unit of work that failed after retries, with its cause ("timeout", "unparseable",
-        ...) when the error carries one, so reports count it instead of losing it."""
-        self.put_item(
-            key, kind, data, status="error", error=str(error), error_cause=getattr(error, "cause", None)
-        )
-
-    def is_done(self, key: str) -> bool:
-        it = self.get_item(key)
-        return it is not None and it["status"] == "done"
-
-    def is_settled(self, key: str) -> bool:
-        """Done, or failed for good: an unparseable reply is final (a re-run reads the same cached reply),
-        while transient failures are tried again on resume."""
-        it = self.get_item(key)
-        return it is not None and (it["status"] == "done" or it["error_cause"] == "unparseable")
-
     def get_item(self, key: str) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM items WHERE key=?", (key,)).fetchone()
         return _item(row) if row else None
@@ -228,9 +211,11 @@ class RunStore:
         )
 
     def get_judgment(self, item_key: str, judge: str) -> dict[str, Any] | None:
-        row = self._conn().execute(
-            "SELECT * FROM judgments WHERE item_key=? AND judge=?", (item_key, judge)
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT * FROM judgments WHERE item_key=? AND judge=?", (item_key, judge))
+            .fetchone()
+        )
         return _judgment(row) if row else None
 
     def judgments(self, item_key: str | None = None) -> list[dict[str, Any]]:
