@@ -86,7 +86,7 @@ def test_f1_yes_no_mismatch_is_zero() -> None:
 def test_f1_no_overlap_and_empty() -> None:
     assert f1("Ambry", "Dunmere") == 0.0
     assert f1("", "Dunmere") == 0.0
-    assert f1("the", "a") == 1.0  # both normalise to empty: identical, F1 agrees with EM
+    assert f1("the", "a") == 0.0  # both normalise to empty: HotpotQA gives 0 (EM still says equal)
     assert exact_match("the", "a") == 1.0
 
 
@@ -245,3 +245,9 @@ def test_sample_corpus_shape() -> None:
     for p in files:
         words = len(p.read_text(encoding="utf-8").split())
         assert 100 <= words <= 600, (p.name, words)
+
+
+def test_f1_of_two_empty_normalisations_is_zero_as_in_hotpotqa() -> None:
+    # Both normalise to nothing: HotpotQA's official F1 (R-Eval's numbers) finds no common token -> 0.
+    assert f1("a an the", "the") == 0.0
+    assert precision_recall_f1("", "...") == (0.0, 0.0, 0.0)

@@ -12,6 +12,7 @@ import pytest
 
 from proctor.errors import UserError
 from proctor.models import get_model, local
+from proctor.models.local import weights
 from proctor.models.cache import CallCache, cache_key
 from proctor.models.types import GenerationParams
 
@@ -70,8 +71,8 @@ def test_verified_file_is_trusted_without_chunks_or_rehash(
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("must not re-read chunks or re-hash")
 
-    monkeypatch.setattr(local, "_hash_file", boom)
-    monkeypatch.setattr(local, "_chunk_paths", boom)
+    monkeypatch.setattr(weights, "_hash_file", boom)
+    monkeypatch.setattr(weights, "_chunk_paths", boom)
     assert local.ensure_weights("fake-tiny") == path
 
 
@@ -81,8 +82,8 @@ def test_file_without_sidecar_is_hashed_once(
     path = local.ensure_weights("fake-tiny")
     path.with_name(path.name + ".verified.json").unlink()
     calls = []
-    real = local._hash_file
-    monkeypatch.setattr(local, "_hash_file", lambda p: calls.append(p) or real(p))
+    real = weights._hash_file
+    monkeypatch.setattr(weights, "_hash_file", lambda p: calls.append(p) or real(p))
     local.ensure_weights("fake-tiny")
     local.ensure_weights("fake-tiny")
     assert len(calls) == 1

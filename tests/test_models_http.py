@@ -434,3 +434,17 @@ def test_echo_reply_parsing_vllm_and_llamacpp_shapes() -> None:
     assert _parse_echo_logprobs(llamacpp, text, n_prompt=12) is None
     assert _parse_echo_logprobs(llamacpp, text, n_prompt=0) is None
     assert _parse_echo_logprobs(None, text, n_prompt=2) is None
+
+
+def test_async_with_closes_the_http_session() -> None:
+    """`async with get_model(...) as model:` leaves no open session ("Unclosed client session" at exit)."""
+    with MockServer(rules=[(r"capital of france", "Paris")]) as server:
+
+        async def go() -> tuple[str, list[aiohttp.ClientSession]]:
+            async with get_model("openai/mock", base_url=server.base_url, cache=False) as model:
+                text = (await model.generate(Q)).text
+                sessions = list(model.provider._sessions.values())
+            return text, sessions
+
+        text, sessions = asyncio.run(go())
+        assert text == "Paris" and sessions and all(s.closed for s in sessions)

@@ -185,3 +185,26 @@ def test_missing_key_variable_is_a_user_error(tmp_path: Path, unused: None) -> N
     assert r.returncode == 2
     assert "PROCTOR_TEST_KEY" in r.stderr and "models.m" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_store_close_leaves_a_complete_file_without_the_wal(tmp_path) -> None:
+    """A user who copies a finished run's run.sqlite alone keeps everything (the WAL is checkpointed)."""
+    import shutil
+    import threading
+
+    from proctor.store import RunStore
+
+    store = RunStore(tmp_path / "run" / "run.sqlite")
+    store.put_item("a", "answer", {"text": "x" * 5000})
+    worker = threading.Thread(target=lambda: store.put_item("b", "answer", {"text": "y"}))
+    worker.start()
+    worker.join()  # a second thread's connection holds WAL pages too
+    store.close()
+    assert (
+        not (tmp_path / "run" / "run.sqlite-wal").exists()
+        or (tmp_path / "run" / "run.sqlite-wal").stat().st_size == 0
+    )
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / "run" / "run.sqlite", tmp_path / "copy" / "run.sqlite")
+    copied = RunStore(tmp_path / "copy" / "run.sqlite")
+    assert {it["key"] for it in copied.items()} == {"a", "b"}

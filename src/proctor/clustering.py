@@ -25,7 +25,7 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import silhouette_score
 
 
-def k_from_target(n: int, target: int) -> int:
+def k_from_target(n: int, target: float) -> int:
     """k = max(1, round(n / target)), never more than n (half-up rounding)."""
     return max(1, min(n, int(n / target + 0.5)))
 
@@ -52,7 +52,7 @@ def _method(method: str, n: int, minibatch_above: int) -> str:
     return method
 
 
-def choose_k(x: np.ndarray, target: int, selection: str, method: str, seed: int) -> int:
+def choose_k(x: np.ndarray, target: float, selection: str, method: str, seed: int) -> int:
     n = len(x)
     k0 = k_from_target(n, target)
     if selection != "silhouette" or n < 4:
@@ -74,7 +74,7 @@ def choose_k(x: np.ndarray, target: int, selection: str, method: str, seed: int)
 def cluster(
     x: np.ndarray,
     *,
-    target: int,
+    target: float,
     cap: int,
     method: str = "auto",
     selection: str = "target_size",

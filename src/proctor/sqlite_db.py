@@ -17,20 +17,33 @@ class ThreadLocalDB:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._row_factory = row_factory
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[sqlite3.Connection] = []  # every thread's connection, so close() reaches them all
 
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            # Each connection is used by its own thread only; check_same_thread is off so that close()
+            # can close the others' connections too.
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             if self._row_factory is not None:
                 conn.row_factory = self._row_factory
             self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
         return conn
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close every thread's connection; the last one out checkpoints the WAL into the main file, so
+        the database file alone holds everything. A later `conn()` opens a new connection."""
+        with self._lock:
+            conns, self._all = self._all, []
+        self._local = threading.local()
+        for conn in conns:
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass  # another connection still reads; closing below checkpoints when it is the last
             conn.close()
-            self._local.conn = None

@@ -56,8 +56,6 @@ def _prf_single(pred: str, gold: str) -> tuple[float, float, float]:
     if (p_norm in _SPECIAL or g_norm in _SPECIAL) and p_norm != g_norm:
         return 0.0, 0.0, 0.0
     p_toks, g_toks = p_norm.split(), g_norm.split()
-    if not p_toks and not g_toks:
-        return 1.0, 1.0, 1.0
     same = sum((Counter(p_toks) & Counter(g_toks)).values())
     if same == 0:
         return 0.0, 0.0, 0.0
@@ -72,7 +70,9 @@ def precision_recall_f1(pred: str, gold: Gold) -> tuple[float, float, float]:
 
 
 def f1(pred: str, gold: Gold) -> float:
-    """HotpotQA-style token F1 in [0, 1]; the maximum over a list of golds."""
+    """HotpotQA's token F1 in [0, 1]; the maximum over a list of golds. As in HotpotQA's official
+    evaluation (whose numbers R-Eval reports), no common token means 0.0 — also when prediction and gold
+    both normalise to nothing ("a an the" vs "the"), where SQuAD's script would give 1.0."""
     return precision_recall_f1(pred, gold)[2]
 
 

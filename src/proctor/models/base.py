@@ -355,3 +355,10 @@ class Model:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+    async def __aenter__(self) -> Model:
+        """`async with get_model(...) as model:` closes the model's HTTP session on the way out."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

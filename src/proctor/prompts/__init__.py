@@ -9,6 +9,7 @@ so results record which wording produced them.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -35,7 +36,9 @@ class _Loader(jinja2.BaseLoader):
         self._shared = jinja2.FileSystemLoader(str(PROMPT_DIR))
         self._protocols = jinja2.FileSystemLoader(str(PROTOCOLS_DIR))
 
-    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str | None, object]:
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, Callable[[], bool] | None]:
         resolved = _template_name(template)
         loader = self._protocols if resolved != template else self._shared
         return loader.get_source(environment, resolved)

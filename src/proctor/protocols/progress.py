@@ -1,7 +1,9 @@
-"""Progress for long work: rich bars with ETA plus live calls, tokens and cost from the run store."""
+"""Progress for long work: rich bars with ETA on a terminal; plain lines elsewhere (CI logs, `nohup`,
+`| tee`), where bars would print nothing for minutes. Both show live calls, tokens and cost."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -15,6 +17,15 @@ from rich.progress import (
 )
 from rich.text import Text
 
+LINE_INTERVAL_S = 10.0  # off a terminal: at most one line per stage this often (plus start and end)
+
+
+def usage_text(live: dict[str, Any]) -> str:
+    return (
+        f"calls {live['calls']} (cached {live['cached']}, errors {live['errors']}) · "
+        f"tokens {live['tokens']:,} · ${live['cost_usd']:.4f}"
+    )
+
 
 class _UsageColumn(ProgressColumn):
     def __init__(self, live: dict[str, Any]) -> None:
@@ -22,27 +33,25 @@ class _UsageColumn(ProgressColumn):
         self.live = live
 
     def render(self, task: Any) -> Text:
-        d = self.live
-        return Text(
-            f"calls {d['calls']} (cached {d['cached']}, errors {d['errors']}) · tokens {d['tokens']:,} · "
-            f"${d['cost_usd']:.4f}",
-            style="dim",
-        )
+        return Text(usage_text(self.live), style="dim")
 
 
 class ProgressReporter:
-    """Stage bars; silent when `enabled` is False (tests, non-interactive use)."""
+    """Stage progress; silent when `enabled` is False (tests, `--quiet`)."""
 
     def __init__(self, live: dict[str, Any], *, enabled: bool = True, console: Console | None = None) -> None:
         self.enabled = enabled
+        self.live = live
+        self.console = console or Console(stderr=True)
+        self.plain = enabled and not self.console.is_terminal
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeRemainingColumn(),
             _UsageColumn(live),
-            console=console or Console(stderr=True),
-            disable=not enabled,
+            console=self.console,
+            disable=not enabled or self.plain,
             transient=False,
         )
 
@@ -54,16 +63,35 @@ class ProgressReporter:
         self._progress.stop()
 
     def stage(self, description: str, total: int) -> Stage:
-        return Stage(self._progress, self._progress.add_task(description, total=total))
+        return Stage(self, description, total)
+
+    def line(self, description: str, done: int, total: int) -> None:
+        self.console.print(
+            f"{description}: {done}/{total} · {usage_text(self.live)}", markup=False, highlight=False
+        )
 
 
 class Stage:
-    def __init__(self, progress: Progress, task_id: Any) -> None:
-        self._progress = progress
-        self._task = task_id
+    def __init__(self, reporter: ProgressReporter, description: str, total: int) -> None:
+        self._reporter = reporter
+        self._description = description
+        self._total = total
+        self._done = 0
+        self._task = reporter._progress.add_task(description, total=total)
+        self._last_line = time.monotonic()
+        if reporter.plain and total:
+            reporter.line(description, 0, total)
 
     def advance(self, n: int = 1) -> None:
-        self._progress.advance(self._task, n)
+        self._done += n
+        r = self._reporter
+        r._progress.advance(self._task, n)
+        now = time.monotonic()
+        if r.plain and self._done < self._total and now - self._last_line >= LINE_INTERVAL_S:
+            self._last_line = now
+            r.line(self._description, self._done, self._total)
 
     def finish(self) -> None:
         """The stage's work is over (also when it had nothing to do)."""
+        if self._reporter.plain and self._total:
+            self._reporter.line(self._description, self._done, self._total)

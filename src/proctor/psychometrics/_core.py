@@ -122,7 +122,8 @@ class Responses:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.correct.shape  # type: ignore[return-value]
+        rows, cols = self.correct.shape
+        return int(rows), int(cols)
 
 
 def as_responses(responses: Any, item_ids: Sequence[Any] | None = None) -> Responses:

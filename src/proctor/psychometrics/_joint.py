@@ -36,6 +36,7 @@ def joint_map(
     r = np.ascontiguousarray(resp.correct.T)
     n = np.ascontiguousarray(resp.observed.T.astype(float))
     theta0 = initial_abilities(resp)
+    u_bounds: list[tuple[float | None, float | None]]
     if design is None:
         u0 = theta0
         ab = spec.bounds.ability

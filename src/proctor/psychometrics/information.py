@@ -17,10 +17,14 @@ from scipy.special import expit
 class ItemParams(Protocol):
     """Anything carrying fitted item parameters (IRTFit, HierarchicalFit)."""
 
-    discrimination: np.ndarray
-    difficulty: np.ndarray
-    guessing: np.ndarray
-    item_ids: list[Any] | None
+    @property
+    def discrimination(self) -> np.ndarray: ...
+    @property
+    def difficulty(self) -> np.ndarray: ...
+    @property
+    def guessing(self) -> np.ndarray: ...
+    @property
+    def item_ids(self) -> list[Any] | None: ...
 
 
 def item_arrays(fit: ItemParams) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -9,9 +9,11 @@ drawn as plain text: mathtext parsing is off, so a stray `$` cannot break a plot
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeGuard, cast
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -20,7 +22,19 @@ from matplotlib.figure import Figure
 _BAR = "#4c72b0"
 _ERR = "#333333"
 _LABEL_MAX = 28
-_RC = {"text.parse_math": False, "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+_RC: dict[str, Any] = {
+    "text.parse_math": False,
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+@contextlib.contextmanager
+def plot_style() -> Iterator[None]:
+    """The report's matplotlib settings (plain-text labels, small font, no top/right spines)."""
+    with matplotlib.rc_context(cast(Any, _RC)):
+        yield
 
 
 def _short(label: str, limit: int = _LABEL_MAX) -> str:
@@ -28,7 +42,8 @@ def _short(label: str, limit: int = _LABEL_MAX) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-def _finite(x: float | None) -> bool:
+def finite(x: float | None) -> TypeGuard[float]:
+    """A number to plot (not None, not NaN or infinite)."""
     return x is not None and math.isfinite(x)
 
 
@@ -57,31 +72,29 @@ def metric_bars(
     taken for a rate: the axis is fixed to [0, 1] so charts are comparable, and whiskers are clipped
     to it (a normal-approximation interval can overshoot; the table shows the stored bounds).
     """
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         n = len(subjects)
-        present = [v for v in values if _finite(v)]
+        present = [v for v in values if finite(v)]
         rate = bool(present) and min(present) >= 0.0 and max(present) <= 1.0
         if rate:
-            lo = [min(1.0, max(0.0, x)) if _finite(x) else None for x in lo]
-            hi = [min(1.0, max(0.0, x)) if _finite(x) else None for x in hi]
+            lo = [min(1.0, max(0.0, x)) if finite(x) else None for x in lo]
+            hi = [min(1.0, max(0.0, x)) if finite(x) else None for x in hi]
         fig = Figure(figsize=(4.8, max(1.7, 0.42 * n + 1.0)))
         ax = fig.add_subplot()
         ys = list(range(n))
-        widths = [v if _finite(v) else 0.0 for v in values]
+        widths = [v if finite(v) else 0.0 for v in values]
         err_lo = [
-            max(0.0, v - lo_) if _finite(v) and _finite(lo_) else 0.0
-            for v, lo_ in zip(values, lo, strict=True)
+            max(0.0, v - lo_) if finite(v) and finite(lo_) else 0.0 for v, lo_ in zip(values, lo, strict=True)
         ]
         err_hi = [
-            max(0.0, hi_ - v) if _finite(v) and _finite(hi_) else 0.0
-            for v, hi_ in zip(values, hi, strict=True)
+            max(0.0, hi_ - v) if finite(v) and finite(hi_) else 0.0 for v, hi_ in zip(values, hi, strict=True)
         ]
         ax.barh(ys, widths, color=_BAR, height=0.6, zorder=2)
         if any(err_lo) or any(err_hi):
             ax.errorbar(widths, ys, xerr=[err_lo, err_hi], fmt="none", ecolor=_ERR, capsize=3, lw=1, zorder=3)
         for y, v, w, e in zip(ys, values, widths, err_hi, strict=True):
             ax.annotate(
-                f"{w:.3f}" if _finite(v) else "no value",
+                f"{w:.3f}" if finite(v) else "no value",
                 (w + e, y),
                 xytext=(5, 0),
                 textcoords="offset points",
@@ -109,7 +122,7 @@ def share_bars(
     xlabel: str = "share",
 ) -> str:
     """Horizontal bars of shares in [0, 1], each annotated with its percentage and count."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         n = len(labels)
         fig = Figure(figsize=(4.8, max(1.7, 0.42 * n + 1.0)))
         ax = fig.add_subplot()

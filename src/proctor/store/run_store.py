@@ -61,6 +61,7 @@ class RunStore:
         return self._db.conn()
 
     def close(self) -> None:
+        """Checkpoint the WAL into run.sqlite and close: the run folder's run.sqlite alone is complete."""
         self._db.close()
 
     # --- runs -------------------------------------------------------------------------------------

@@ -177,7 +177,7 @@ def assemble_exam(
     survivors = [d for d, is_dup in zip(survivors, dup, strict=True) if not is_dup]
     # Distractors chosen jointly to balance the length cue, then the strongest remaining cues dropped.
     chosen = choose_distractors(survivors, rng, balance=cfg.balance.option_lengths)
-    items = [
+    items: list[dict[str, Any]] = [
         {"draft": d, "choices": [d.correct, *c], "answer_index": 0}
         for d, c in zip(survivors, chosen, strict=True)
     ]

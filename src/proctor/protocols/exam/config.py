@@ -133,7 +133,7 @@ class GridConfig(Strict):
         "(with `include_candidates`)",
     )
     retrievers: list[Retriever] = Field(
-        default_factory=lambda: ["closed_book"],
+        default_factory=lambda: list[Retriever](["closed_book"]),
         description="retrieval settings crossed with every LLM: closed_book, bm25, dense or hybrid (these "
         "two need `embedder`), oracle (the question's source chunk); each at most once",
     )

@@ -17,7 +17,7 @@ from proctor.constants import LETTERS
 from proctor.errors import UserError
 from proctor.prompts import prompt_version, render_messages, render_text
 from proctor.protocols.context import RunContext, work_key
-from proctor.protocols.exam.config import Config
+from proctor.protocols.exam.config import Config, Retriever
 from proctor.protocols.steps import Outcome, Payload
 
 PROMPT = "exam/answer"
@@ -57,7 +57,7 @@ def build_pipelines(ctx: RunContext[Config], cfg: Config) -> list[Pipeline]:
                 f"exam.grid.llms[{i}] refers to '{name}', which is not a key of `models` "
                 f"{sorted(ctx.config.models)}. Use the name you gave the model under `models:`."
             )
-    specs: list[tuple[str, str, str, int, int]] = []
+    specs: list[tuple[str, str, Retriever, int, int]] = []
     for llm in grid.llms:
         for retriever in grid.retrievers:
             for icl in grid.icl_shots:
@@ -102,7 +102,7 @@ def draw_examples(
     out: dict[str, list[str]] = {}
     m = min(max_shots, max(0, n - 1))
     for i, q in enumerate(exam):
-        picks = ctx.rng.permutation(n - 1)[:m] if m else []
+        picks: list[int] = [int(j) for j in ctx.rng.permutation(n - 1)[:m]] if m else []
         out[q["id"]] = [exam[int(j) + (1 if int(j) >= i else 0)]["id"] for j in picks]
     return out
 

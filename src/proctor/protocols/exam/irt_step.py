@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,7 +40,7 @@ def response_matrix(
     return m
 
 
-def choose_model(cfg: IRTConfig, n_subjects: int) -> tuple[str, str]:
+def choose_model(cfg: IRTConfig, n_subjects: int) -> tuple[Literal["1pl", "2pl", "3pl"], str]:
     """(model, why) for the main fit."""
     if cfg.model != "auto":
         return cfg.model, "set in exam.irt.model"
@@ -221,7 +221,7 @@ def analyse(
             out["warnings"].append(f"pruning skipped: {e}")
     # Adaptive testing replayed on each pipeline's answers, against its full-exam estimate.
     if cfg.adaptive:
-        rows_out = []
+        rows_out: list[dict[str, Any]] = []
         for i, p in enumerate(subjects):
             sim = simulate_adaptive(
                 fit, m[i], se_target=cfg.adaptive_target_se, max_items=cfg.adaptive_max_items
@@ -242,13 +242,13 @@ def analyse(
                     "stop_reason": r.stop_reason,
                 }
             )
-        used = sum(r["items_used"] for r in rows_out)
-        avail = sum(r["items_available"] for r in rows_out)
+        used = sum(int(r["items_used"]) for r in rows_out)
+        avail = sum(int(r["items_available"]) for r in rows_out)
         out["adaptive"] = {
             "target_se": cfg.adaptive_target_se,
             "max_items": cfg.adaptive_max_items,
             "rows": rows_out,
             "mean_fraction": used / avail if avail else None,
-            "share_within_se": sum(r["within_se"] for r in rows_out) / len(rows_out),
+            "share_within_se": sum(bool(r["within_se"]) for r in rows_out) / len(rows_out),
         }
     return out

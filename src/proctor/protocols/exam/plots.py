@@ -6,22 +6,15 @@ data), each figure cleared after rendering.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-import matplotlib
 from matplotlib.figure import Figure
 
-from proctor.report.plots import _png_base64, _short
+from proctor.report.plots import _png_base64, _short, finite, plot_style
 
-_RC = {"text.parse_math": False, "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
 _BAR = "#4c72b0"
 _CHANCE = "#c44e52"
 _COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974")
-
-
-def _ok(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
 
 
 def baselines_plot(
@@ -33,7 +26,7 @@ def baselines_plot(
     chance: float,
 ) -> str:
     """Left: the no-knowledge baselines with 95% intervals against chance; right: correct-letter counts."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(8.6, 2.4))
         ax, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.6, 1]})
         ys = list(range(len(names)))
@@ -49,7 +42,7 @@ def baselines_plot(
             ax.annotate(f"{100 * v:.1f}%", (v, y), xytext=(5, 6), textcoords="offset points", fontsize=8)
         ax.set_yticks(ys, [_short(n) for n in names])
         ax.set_ylim(len(names) - 0.5, -0.5)
-        ax.set_xlim(0, max(0.6, max((b for b in hi if _ok(b)), default=0.5) + 0.05))
+        ax.set_xlim(0, max(0.6, max((b for b in hi if finite(b)), default=0.5) + 0.05))
         ax.set_xlabel("score of a strategy that reads no question (dashed: chance; band: ±5 points)")
         ax.set_title("Bias baselines", fontsize=10, loc="left")
         letters = list(letter_counts)
@@ -75,7 +68,7 @@ def curves_plot(
     ylim01: bool = False,
 ) -> str:
     """Several curves over ability (ICCs, information functions), one legend entry each."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(5.2, 3.1))
         ax = fig.add_subplot()
         for i, (label, ys) in enumerate(curves.items()):
@@ -102,13 +95,13 @@ def components_plot(
     components: Mapping[str, Mapping[str, float | None]], se: Mapping[str, Mapping[str, float | None]]
 ) -> str:
     """Component abilities (hierarchical IRT), grouped by factor, with ±1.96 SE whiskers."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         rows: list[tuple[str, str, float, float]] = []
         for f, levels in components.items():
             for lv, v in levels.items():
-                if _ok(v):
+                if finite(v):
                     s = (se.get(f) or {}).get(lv)
-                    rows.append((f, lv, float(v), float(s) if _ok(s) else 0.0))
+                    rows.append((f, lv, float(v), float(s) if finite(s) else 0.0))
         fig = Figure(figsize=(5.2, max(1.8, 0.36 * len(rows) + 0.9)))
         ax = fig.add_subplot()
         factors = list(components)
@@ -143,7 +136,7 @@ def adaptive_plot(
     used: Sequence[int],
 ) -> str:
     """Adaptive-test ability vs full-exam ability per pipeline, both with ±1 SE."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(5.2, max(1.8, 0.36 * len(names) + 0.9)))
         ax = fig.add_subplot()
         ys = list(range(len(names)))

@@ -147,7 +147,7 @@ def _pipelines(store: RunStore, irt: dict[str, Any]) -> dict[str, Any]:
 
 def _breakdowns(b: dict[str, Any] | None) -> dict[str, Any] | None:
     """One compact table: pipelines x (Bloom levels | question words | topics), each cell a rate."""
-    groups = []
+    groups: list[dict[str, Any]] = []
     for key, title in (("bloom", "Bloom level"), ("question_word", "question word"), ("topic", "topic")):
         table = (b or {}).get(key) or {}
         levels = sorted({lv for cells in table.values() for lv in cells})

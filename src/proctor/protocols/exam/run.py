@@ -59,7 +59,8 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[dict
     rng_state = copy.deepcopy(ctx.rng.bit_generator.state)
     emb = Embeddings(ctx.embedder) if ctx.config.embedder else None
     sources = {c.chunk_id: c.text for c in ctx.corpus.chunks}
-    asked, cap, rounds = cfg.num_questions, cfg.question_cap(), []
+    asked, cap = cfg.num_questions, cfg.question_cap()
+    rounds: list[dict[str, int]] = []
     while True:
         plan = generation.plan_generation(ctx, cfg, chunks, asked)
         label = "writing exam questions" + (f" (round {len(rounds) + 1})" if rounds else "")

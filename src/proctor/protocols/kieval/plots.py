@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-import matplotlib
 from matplotlib.figure import Figure
 
-from proctor.report.plots import _RC, _png_base64, _short
+from proctor.report.plots import _png_base64, _short, finite, plot_style
 
 _PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 _FLAG = "#c44e52"
-
-
-def _ok(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
 
 
 def aspect_bars(
@@ -26,7 +20,7 @@ def aspect_bars(
     """Grouped horizontal bars: one group per aspect, one bar per candidate, 0-100 with 95% whiskers.
 
     `values[candidate][j]` is (mean, lo, hi) of aspect j."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         n_c, n_a = len(candidates), len(aspects)
         height = 0.8 / max(1, n_c)
         fig = Figure(figsize=(6.4, max(2.4, 0.22 * n_a * n_c + 1.4)))
@@ -34,9 +28,9 @@ def aspect_bars(
         for i, cand in enumerate(candidates):
             ys = [j + (i - (n_c - 1) / 2) * height for j in range(n_a)]
             triples = values[cand]
-            widths = [v if _ok(v) else 0.0 for v, _, _ in triples]
-            lo_err = [max(0.0, v - lo) if _ok(v) and _ok(lo) else 0.0 for v, lo, _ in triples]
-            hi_err = [max(0.0, hi - v) if _ok(v) and _ok(hi) else 0.0 for v, _, hi in triples]
+            widths = [v if finite(v) else 0.0 for v, _, _ in triples]
+            lo_err = [max(0.0, v - lo) if finite(v) and finite(lo) else 0.0 for v, lo, _ in triples]
+            hi_err = [max(0.0, hi - v) if finite(v) and finite(hi) else 0.0 for v, _, hi in triples]
             color = _PALETTE[i % len(_PALETTE)]
             ax.barh(ys, widths, height=height * 0.9, color=color, label=_short(cand), zorder=2)
             if any(lo_err) or any(hi_err):
@@ -65,7 +59,7 @@ def stop_reason_bars(
     candidates: Sequence[str], reasons: Sequence[str], counts: Mapping[str, Mapping[str, int]]
 ) -> str:
     """Stacked horizontal bars: how each candidate's conversations ended (completed or the stop reason)."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         n = len(candidates)
         fig = Figure(figsize=(6.4, max(1.8, 0.45 * n + 1.4)))
         ax = fig.add_subplot()
@@ -97,7 +91,7 @@ def contamination_scatter(
 ) -> str:
     """Static multiple-choice accuracy (%) against KIEval score, with the regression line when fitted;
     flagged candidates (far below the line) in red."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(5.2, 3.8))
         ax = fig.add_subplot()
         xs = [100.0 * a for a in static_accuracy]

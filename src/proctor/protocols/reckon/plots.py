@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib
 from matplotlib.figure import Figure
 
-from proctor.report.plots import _RC, _png_base64, _short
+from proctor.report.plots import _png_base64, _short, plot_style
 
 _PALETTE = [
     "#4c72b0",
@@ -25,7 +24,7 @@ _PALETTE = [
 
 def convergence(series: dict[str, Sequence[int]], total: int) -> str:
     """Remaining (not yet judged) units after each round, one line per candidate; round 0 = all units."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(5.2, 3.0))
         ax = fig.add_subplot()
         longest = 1
@@ -59,7 +58,7 @@ def unit_map(
 ) -> str:
     """2-D PCA map of unit embeddings, coloured by round-1 cluster, each cluster labelled with its name;
     with at most 40 units each point also carries its keyword."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(6.4, 4.6))
         ax = fig.add_subplot()
         for k, name in enumerate(names):
@@ -107,7 +106,7 @@ def unit_map(
 
 def ask_frequency(freq: dict[str, dict[str, int]]) -> str:
     """How often each unit was asked, per candidate: grouped bars of unit counts per number of asks."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(5.2, 2.8))
         ax = fig.add_subplot()
         times = sorted({int(t) for f in freq.values() for t in f})
@@ -134,7 +133,7 @@ def ask_frequency(freq: dict[str, dict[str, int]]) -> str:
 
 def cost_bars(steps: Sequence[str], reckon: Sequence[int], baseline: Sequence[int]) -> str:
     """Tokens per step, RECKON next to the per-unit baseline."""
-    with matplotlib.rc_context(_RC):
+    with plot_style():
         fig = Figure(figsize=(5.2, 2.8))
         ax = fig.add_subplot()
         xs = list(range(len(steps)))

@@ -1,0 +1,39 @@
+"""Off a terminal, progress is plain lines per stage (start, every LINE_INTERVAL_S, end) with usage."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from proctor.protocols import progress as progress_mod
+from proctor.protocols.progress import ProgressReporter
+
+
+def test_plain_lines_when_not_a_terminal(monkeypatch) -> None:
+    buf = io.StringIO()
+    live = {"calls": 3, "cached": 1, "errors": 0, "tokens": 1234, "cost_usd": 0.5}
+    now = [0.0]
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: now[0])
+    with ProgressReporter(live, console=Console(file=buf, force_terminal=False, width=200)) as p:
+        stage = p.stage("answering", 4)
+        for t in (1.0, 12.0, 13.0, 30.0):
+            now[0] = t
+            stage.advance()
+        stage.finish()
+        p.stage("nothing to do", 0).finish()
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "answering: 0/4 · calls 3 (cached 1, errors 0) · tokens 1,234 · $0.5000"
+    assert lines[1].startswith("answering: 2/4 ·")  # 12 s after the start line
+    assert lines[-1].startswith("answering: 4/4 ·")
+    assert len(lines) == 3 and "nothing to do" not in buf.getvalue()
+
+
+def test_silent_when_disabled() -> None:
+    buf = io.StringIO()
+    live = {"calls": 0, "cached": 0, "errors": 0, "tokens": 0, "cost_usd": 0.0}
+    with ProgressReporter(live, enabled=False, console=Console(file=buf, force_terminal=False)) as p:
+        stage = p.stage("x", 2)
+        stage.advance(2)
+        stage.finish()
+    assert buf.getvalue() == ""
