@@ -12,8 +12,8 @@ import pytest
 
 from proctor.errors import UserError
 from proctor.models import get_model, local
-from proctor.models.local import weights
 from proctor.models.cache import CallCache, cache_key
+from proctor.models.local import weights
 from proctor.models.types import GenerationParams
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 3, b"middle chunk " * 50, b"tail\x00\x01\x02"]
