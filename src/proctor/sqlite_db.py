@@ -6,6 +6,7 @@ loss) without an fsync per call, which keeps the call path cheap.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -42,8 +43,7 @@ class ThreadLocalDB:
             conns, self._all = self._all, []
         self._local = threading.local()
         for conn in conns:
-            try:
+            # Fails only while another connection still reads; closing the last one checkpoints anyway.
+            with contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass  # another connection still reads; closing below checkpoints when it is the last
             conn.close()
