@@ -17,9 +17,9 @@ from proctor.corpus.config import DEFAULT_TEXT_FIELD
 from proctor.corpus.report import LoadReport
 from proctor.corpus.types import Document, content_id
 from proctor.errors import UserError
+from proctor.records import BadRecord, csv_columns, read_records
 
 SNIFF_BYTES = 8192
-_CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _MAX_LISTED_ROWS = 10
 
@@ -417,25 +417,20 @@ def _load_jsonl(file: Path, rel: str, opts: _Options, report: LoadReport) -> Ite
         return
     skips = _RecordSkips("line")
     records = 0
+
+    def bad(b: BadRecord) -> None:
+        nonlocal records
+        records += 1
+        skips.add("malformed JSON", b.number, b.problem)
+
     try:
-        with open(file, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
-                line = raw.decode("utf-8")
-                if lineno == 1:
-                    line = line.removeprefix("\ufeff")
-                if not line.strip():
-                    continue
-                records += 1
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    skips.add("malformed JSON", lineno, f"first error: {e.msg} at column {e.colno}")
-                    continue
-                doc = _record_to_document(record, f"{rel}#row-{lineno}", opts, "jsonl", lineno)
-                if isinstance(doc, str):
-                    skips.add(doc, lineno)
-                else:
-                    yield doc
+        for rec in read_records(file, field="corpus.path", format="jsonl", on_bad=bad):
+            records += 1
+            doc = _record_to_document(rec.data, f"{rel}#row-{rec.number}", opts, "jsonl", rec.number)
+            if isinstance(doc, str):
+                skips.add(doc, rec.number)
+            else:
+                yield doc
     finally:
         skips.flush(rel, report)
     if records == 0:
@@ -488,43 +483,34 @@ def _load_csv(file: Path, rel: str, opts: _Options, report: LoadReport) -> Itera
     if not _check_streamable(file, rel, report):
         return
     skips = _RecordSkips("row")
-    # A document per cell can exceed csv's 128 KB default field limit; the limit is process-wide, so it
-    # is raised (never lowered) rather than restored, which would race with another open csv generator.
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)
     try:
-        with open(file, encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            try:
-                columns = reader.fieldnames
-            except csv.Error as e:
-                report.skip(rel, f"malformed CSV header ({e})")
-                return
-            if not columns:
-                report.skip(rel, "empty CSV (no header row)")
-                return
-            if opts.text_field not in columns:
-                shown = ", ".join(columns[:15])
-                report.skip(
-                    rel,
-                    f"no '{opts.text_field}' column (columns: {shown}); "
-                    "set corpus.text_field to the text column",
-                )
-                return
-            row = 0
-            try:
-                for row, record in enumerate(reader, start=1):
-                    doc = _record_to_document(record, f"{rel}#row-{row}", opts, "csv", row)
-                    if isinstance(doc, str):
-                        skips.add(doc, row)
-                    else:
-                        yield doc
-            except csv.Error as e:
-                report.skip(
-                    rel, f"malformed CSV after row {row} (line {reader.line_num}: {e}); rest of file skipped"
-                )
-            if row == 0:
-                report.skip(rel, "CSV has a header but no rows")
+        try:
+            columns = csv_columns(file)
+        except csv.Error as e:
+            report.skip(rel, f"malformed CSV header ({e})")
+            return
+        if not columns:
+            report.skip(rel, "empty CSV (no header row)")
+            return
+        if opts.text_field not in columns:
+            shown = ", ".join(columns[:15])
+            report.skip(
+                rel,
+                f"no '{opts.text_field}' column (columns: {shown}); set corpus.text_field to the text column",
+            )
+            return
+        row = 0
+        try:
+            for row, rec in enumerate(read_records(file, field="corpus.path", format="csv"), start=1):
+                doc = _record_to_document(rec.data, f"{rel}#row-{row}", opts, "csv", row)
+                if isinstance(doc, str):
+                    skips.add(doc, row)
+                else:
+                    yield doc
+        except csv.Error as e:
+            report.skip(rel, f"malformed CSV after row {row} ({e}); rest of file skipped")
+        if row == 0:
+            report.skip(rel, "CSV has a header but no rows")
     finally:
         skips.flush(rel, report)
 

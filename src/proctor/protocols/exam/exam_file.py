@@ -16,6 +16,7 @@ from typing import Any
 
 from proctor.constants import LETTERS
 from proctor.errors import UserError
+from proctor.records import read_records
 
 REQUIRED = (
     "id",
@@ -64,13 +65,8 @@ def read_exam(path: str | Path) -> list[dict[str, Any]]:
         raise UserError(f"exam.exam_file: {p} does not exist. Give the path of an exam JSONL file.")
     exam: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for no, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            q = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise _bad(p, no, f"not valid JSON ({e.msg})") from None
+    for rec in read_records(p, field="exam.exam_file", format="jsonl"):
+        no, q = rec.number, rec.data
         if not isinstance(q, dict):
             raise _bad(p, no, "not a JSON object")
         missing = [k for k in REQUIRED if k not in q]

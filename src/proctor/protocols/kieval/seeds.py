@@ -16,7 +16,6 @@ skipped and counted by reason; a file with no usable record is a UserError namin
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 from collections import Counter
@@ -28,6 +27,7 @@ from typing import Any
 from proctor.constants import LETTERS
 from proctor.errors import UserError
 from proctor.protocols.kieval.config import QuestionsConfig
+from proctor.records import read_records
 
 MAX_CHOICES = 10
 
@@ -72,95 +72,22 @@ class _Skip(Exception):
     """A record that cannot become a question; the message is the counted reason."""
 
 
-def _format_of(path: Path, fmt: str) -> str:
-    if fmt != "auto":
-        return fmt
-    suffix = path.suffix.lower()
-    table = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
-    if suffix in table:
-        return table[suffix]
-    if suffix in (".tsv", ".tab"):
-        return "tsv"
-    raise UserError(
-        f"kieval.questions.path: cannot tell the format of {path} from its extension '{suffix}'. "
-        f"Use a .jsonl, .json, .parquet, .csv or .tsv file, or set kieval.questions.format."
-    )
-
-
-def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield f"line {n}", json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(
-                    f"{path}: line {n} is not valid JSON ({e.msg}). Each line of a .jsonl file must be one "
-                    f"JSON object; fix or remove that line."
-                ) from None
-
-
-def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}). Fix the file.") from None
-    if isinstance(data, dict):
-        for key in ("data", "questions", "rows", "examples", "test"):
-            if isinstance(data.get(key), list):
-                data = data[key]
-                break
-    if not isinstance(data, list):
-        raise UserError(
-            f"{path}: a .json question file must hold a list of records (or an object with a "
-            f"`data`/`questions` list). Convert it, or use JSONL."
-        )
-    for i, rec in enumerate(data):
-        yield f"record {i}", rec
-
-
-def _read_parquet(path: Path) -> Iterator[tuple[str, Any]]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except Exception as e:
-        raise UserError(f"{path}: cannot read it as Parquet ({e}). Check the file.") from None
-    for i, rec in enumerate(table.to_pylist()):
-        yield f"row {i}", rec
-
-
-def _read_csv(path: Path, delimiter: str, header: str) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter=delimiter))
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        return
-    known = set(QUESTION_FIELDS) | set(ANSWER_FIELDS) | set(CHOICES_FIELDS) | set(ID_FIELDS)
-    has_header = header == "yes" or (header == "auto" and any(c.strip() in known for c in rows[0]))
-    if has_header:
-        names = [c.strip() for c in rows[0]]
-        for n, r in enumerate(rows[1:], 2):
-            yield f"line {n}", dict(zip(names, r, strict=False))
-        return
-    for n, r in enumerate(rows, 1):
-        if len(r) < 4:
-            yield f"line {n}", {}
-            continue
-        # MMLU's original layout: question, option columns..., answer letter.
-        yield f"line {n}", {"question": r[0], "choices": r[1:-1], "answer": r[-1]}
-
-
 def _records(path: Path, cfg: QuestionsConfig) -> Iterator[tuple[str, Any]]:
-    fmt = _format_of(path, cfg.format)
-    if fmt == "jsonl":
-        return _read_jsonl(path)
-    if fmt == "json":
-        return _read_json(path)
-    if fmt == "parquet":
-        return _read_parquet(path)
-    return _read_csv(path, "\t" if fmt == "tsv" else ",", cfg.csv_header)
+    """(where, record) through the one records reader; a headerless CSV row in MMLU's original layout
+    (question, option columns..., answer letter) becomes a record."""
+    known = set(QUESTION_FIELDS) | set(ANSWER_FIELDS) | set(CHOICES_FIELDS) | set(ID_FIELDS)
+    for rec in read_records(
+        path,
+        field="kieval.questions.path",
+        format=cfg.format,
+        format_field="kieval.questions.format",
+        csv_header=cfg.csv_header,
+        is_header=lambda names: any(c in known for c in names),
+    ):
+        data = rec.data
+        if isinstance(data, list):  # a CSV row without a header
+            data = {"question": data[0], "choices": data[1:-1], "answer": data[-1]} if len(data) >= 4 else {}
+        yield rec.where, data
 
 
 def _first(rec: dict[str, Any], configured: str | None, candidates: tuple[str, ...]) -> tuple[str, Any]:

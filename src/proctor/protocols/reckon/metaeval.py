@@ -20,7 +20,6 @@ are left out of its n.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from pathlib import Path
@@ -31,6 +30,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from proctor.errors import UserError
+from proctor.records import read_records
 
 LABELS = {"correct": 1, "incorrect": 0}
 
@@ -49,14 +49,9 @@ def load_labels(path_str: str) -> dict[str, int]:
             f"its format."
         )
     out: dict[str, int] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        where = f"reckon.human_labels: {path}, line {n}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{where}: not valid JSON ({e.msg}). Fix the line.") from None
+    for rec in read_records(path, field="reckon.human_labels", format="jsonl", comments=True):
+        where = f"reckon.human_labels: {path}, {rec.where}"
+        raw = rec.data
         if not isinstance(raw, dict):
             raise UserError(f'{where}: expected a JSON object like {{"item_id": "...", "label": "correct"}}.')
         if raw.get("item_id"):

@@ -9,7 +9,6 @@ evidence (the chunk sentence closest to the unit, for traceability and as judgin
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +21,7 @@ from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.steps import Payload
+from proctor.records import read_records
 
 UNIT_TYPES = ("factual", "conceptual", "procedural", "other")
 ROLE = "reckon:units"
@@ -177,18 +177,11 @@ def load_carry_over(path_str: str) -> list[dict[str, Any]]:
             f"reckon_uncovered_units.jsonl."
         )
     units = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(
-                f"reckon.carry_over: {path}, line {n}: not valid JSON ({e.msg}). Fix the line."
-            ) from None
+    for rec in read_records(path, field="reckon.carry_over", format="jsonl", comments=True):
+        raw = rec.data
         if not isinstance(raw, dict) or _clean(raw) is None:
             raise UserError(
-                f"reckon.carry_over: {path}, line {n}: each line must be a JSON object with non-empty "
+                f"reckon.carry_over: {path}, {rec.where}: each line must be a JSON object with non-empty "
                 f'"keyword" and "description" fields.'
             )
         u = _clean(raw)
