@@ -1,4 +1,5 @@
-"""Off a terminal, progress is plain lines per stage (start, every LINE_INTERVAL_S, end) with usage."""
+"""Off a terminal, progress is plain lines per stage (start, every LINE_INTERVAL_S, end) with usage, never
+wrapped (log readers grep them)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def test_plain_lines_when_not_a_terminal(monkeypatch) -> None:
     live = {"calls": 3, "cached": 1, "errors": 0, "tokens": 1234, "cost_usd": 0.5}
     now = [0.0]
     monkeypatch.setattr(progress_mod.time, "monotonic", lambda: now[0])
-    with ProgressReporter(live, console=Console(file=buf, force_terminal=False, width=200)) as p:
+    with ProgressReporter(live, console=Console(file=buf, force_terminal=False, width=40)) as p:
         stage = p.stage("answering", 4)
         for t in (1.0, 12.0, 13.0, 30.0):
             now[0] = t

@@ -67,7 +67,10 @@ class ProgressReporter:
 
     def line(self, description: str, done: int, total: int) -> None:
         self.console.print(
-            f"{description}: {done}/{total} · {usage_text(self.live)}", markup=False, highlight=False
+            f"{description}: {done}/{total} · {usage_text(self.live)}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
 
 
