@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proctor.protocols.exam import plots as plots_exam
+from proctor.protocols.exam.grading import ExamResponse
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.store import RunStore
@@ -107,7 +108,7 @@ def _baselines(b: dict[str, Any] | None) -> dict[str, Any] | None:
 def _pipelines(store: RunStore, irt: dict[str, Any]) -> dict[str, Any]:
     pipes = store.get_artifact("exam_pipelines") or []
     acc = {m["subject"]: m for m in store.metrics() if m["name"] == "accuracy"}
-    responses = [r for r in store.items(kind="exam_response") if r["status"] != "superseded"]
+    responses = [r for r in store.items(kind=ExamResponse.KIND) if r["status"] != "superseded"]
     abil = {a["pipeline"]: a for a in irt.get("abilities", [])}
     rows = []
     for p in pipes:
@@ -232,7 +233,7 @@ def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
 def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]) -> dict[str, Any]:
     questions = store.items(kind="exam_question", status="done")
     by_q: dict[str, list[dict[str, Any]]] = {}
-    for r in store.items(kind="exam_response"):
+    for r in store.items(kind=ExamResponse.KIND):
         if r["status"] == "superseded":
             continue
         d = r["data"] or {}

@@ -15,7 +15,9 @@ from typing import Any
 
 from proctor.constants import LETTERS
 from proctor.protocols.kieval import plots as plots_kieval
-from proctor.protocols.kieval.conversations import EVALUATOR_JUDGE
+from proctor.protocols.kieval.conversations import EVALUATOR_JUDGE, ROUND_KIND, ConversationItem
+from proctor.protocols.kieval.run import Q_KIND
+from proctor.protocols.kieval.static_mc import MCAnswer
 from proctor.report._env import render_template
 from proctor.store import RunStore
 
@@ -145,12 +147,12 @@ def _round_view(it: dict[str, Any], failures: list[dict[str, Any]]) -> dict[str,
 
 
 def _conversations(store: RunStore) -> tuple[list[dict[str, Any]], int]:
-    questions = {_data(q).get("question_id"): _data(q) for q in store.items(kind="kieval_question")}
-    mc = {it["key"]: it for it in store.items(kind="kieval_mc_answer")}
+    questions = {_data(q).get("question_id"): _data(q) for q in store.items(kind=Q_KIND)}
+    mc = {it["key"]: it for it in store.items(kind=MCAnswer.KIND)}
     rounds: dict[str, list[dict[str, Any]]] = {}
-    for r in store.items(kind="kieval_round"):
+    for r in store.items(kind=ROUND_KIND):
         rounds.setdefault(str(_data(r).get("conversation")), []).append(r)
-    convs = {it["key"]: it for it in store.items(kind="kieval_conversation")}
+    convs = {it["key"]: it for it in store.items(kind=ConversationItem.KIND)}
     evaluator_failures: dict[str, list[dict[str, Any]]] = {}
     for j in store.judgments():
         if j["error"] and j["judge"].startswith(f"{EVALUATOR_JUDGE}:"):

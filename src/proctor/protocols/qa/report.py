@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from proctor.protocols.qa.run import QaAnswer
+from proctor.protocols.shared.questions import Question
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.store import RunStore
@@ -300,8 +302,8 @@ def _question_browser(
 
 def qa_context(store: RunStore) -> dict[str, Any]:
     """Everything the qa template shows, computed from the store."""
-    questions = store.items(kind="question")
-    answers = store.items(kind="answer")
+    questions = store.items(kind=Question.KIND)
+    answers = store.items(kind=QaAnswer.KIND)
     answer_keys = {a["key"] for a in answers}
     judged: dict[str, dict[str, dict[str, Any]]] = {}
     for j in store.judgments():

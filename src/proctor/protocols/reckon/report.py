@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proctor.protocols.reckon import plots as plots_reckon
+from proctor.protocols.reckon.baselines import BaselineAnswer
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.store import RunStore
@@ -47,7 +48,7 @@ def _unit_browser(store: RunStore, candidates: list[str]) -> list[dict[str, Any]
     items = {
         (it["data"]["unit_id"], it["data"]["candidate"]): it["data"] for it in store.items("reckon_item")
     }
-    baseline = {a["key"]: a["data"] for a in store.items("baseline_answer")}
+    baseline = {a["key"]: a["data"] for a in store.items(BaselineAnswer.KIND)}
     judged: dict[str, dict[str, Any]] = {}
     for j in store.judgments():
         if j["item_key"] in baseline:
