@@ -11,13 +11,16 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeGuard, cast
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+log = logging.getLogger(__name__)
 
 _BAR = "#4c72b0"
 _ERR = "#333333"
@@ -28,6 +31,15 @@ _RC: dict[str, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
+
+
+def safe_plot(fn: Callable[..., str], *args: Any, **kwargs: Any) -> str | None:
+    """A failing plot must not cost the user the report: it is logged and left out (its table stays)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception:
+        log.exception("report plot %s failed", getattr(fn, "__name__", fn))
+        return None
 
 
 @contextlib.contextmanager

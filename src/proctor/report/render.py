@@ -7,7 +7,6 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from markupsafe import Markup
 from proctor import __version__
 from proctor.report import plots
 from proctor.report._env import render_template
+from proctor.report.plots import safe_plot
 from proctor.report.sections import section_for
 from proctor.store import RunStore
 
@@ -51,7 +51,7 @@ def _metric_groups(store: RunStore) -> list[dict[str, Any]]:
     for name, rows in groups.items():
         plot = None
         if is_plotted_metric(name) and any(r["value"] is not None for r in rows):
-            plot = _safe_plot(
+            plot = safe_plot(
                 plots.metric_bars,
                 name,
                 [r["subject"] for r in rows],
@@ -62,15 +62,6 @@ def _metric_groups(store: RunStore) -> list[dict[str, Any]]:
             )
         out.append({"name": name, "rows": rows, "plot": plot})
     return out
-
-
-def _safe_plot(fn: Callable[..., str], *args: Any, **kwargs: Any) -> str | None:
-    """A failing plot must not cost the user the whole report: log it and leave the plot out."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        log.exception("report plot %s failed", getattr(fn, "__name__", fn))
-        return None
 
 
 def _call_context(store: RunStore) -> dict[str, Any]:

@@ -7,17 +7,15 @@ rendered through the autoescaping template `exam/report.html.j2`; plots are draw
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from proctor.protocols.exam import plots as plots_exam
 from proctor.protocols.exam.grading import ExamResponse
 from proctor.report import plots
 from proctor.report._env import render_template
+from proctor.report.plots import safe_plot
 from proctor.store import RunStore
 
-log = logging.getLogger(__name__)
 BASELINES = (
     ("best_fixed_letter", "best fixed letter"),
     ("always_longest", "always the longest option"),
@@ -48,15 +46,6 @@ STAT_LABELS = {
 MAX_BROWSER = 300
 
 
-def _plot(fn: Callable[..., str], *args: Any, **kwargs: Any) -> str | None:
-    """A failing plot leaves its table in place."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        log.exception("exam report plot %s failed", getattr(fn, "__name__", fn))
-        return None
-
-
 def _stat_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for k in STAT_ORDER:
@@ -83,7 +72,7 @@ def _baselines(b: dict[str, Any] | None) -> dict[str, Any] | None:
         if r:
             extra = f" ({r['letter']})" if key == "best_fixed_letter" else ""
             rows.append({"label": label + extra, **r, "gap": r["value"] - chance})
-    plot = _plot(
+    plot = safe_plot(
         plots_exam.baselines_plot,
         [r["label"] for r in rows],
         [r["value"] for r in rows],
@@ -134,7 +123,7 @@ def _pipelines(store: RunStore, irt: dict[str, Any]) -> dict[str, Any]:
     plot = None
     shown = [r for r in rows if r["acc"] and r["acc"]["value"] is not None]
     if shown:
-        plot = _plot(
+        plot = safe_plot(
             plots.metric_bars,
             "Accuracy per pipeline",
             [r["name"] for r in shown],
@@ -170,7 +159,7 @@ def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
     theta = irt["theta"]
     figs: dict[str, str | None] = {}
     if irt.get("icc"):
-        figs["icc"] = _plot(
+        figs["icc"] = safe_plot(
             plots_exam.curves_plot,
             "Item characteristic curves (sample of items)",
             theta,
@@ -181,7 +170,7 @@ def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
     for key, title in (("bloom", "Bloom level"), ("question_word", "question word")):
         groups = irt.get(f"information_by_{key}") or {}
         if groups:
-            figs[key] = _plot(
+            figs[key] = safe_plot(
                 plots_exam.curves_plot,
                 f"Mean item information by {title}",
                 theta,
@@ -193,11 +182,11 @@ def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
         curves = {f"initial exam ({prune['steps'][0]['n_items']} items)": prune["information_initial"]}
         for s in prune["steps"]:
             curves[f"after step {s['step']} ({s['n_after']} items)"] = s["information_after"]
-        figs["prune"] = _plot(
+        figs["prune"] = safe_plot(
             plots_exam.curves_plot, "Test information while pruning", theta, curves, ylabel="test information"
         )
     elif irt.get("test_information"):
-        figs["prune"] = _plot(
+        figs["prune"] = safe_plot(
             plots_exam.curves_plot,
             "Test information",
             theta,
@@ -206,12 +195,14 @@ def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
         )
     h = irt.get("hierarchical")
     if h:
-        figs["components"] = _plot(plots_exam.components_plot, h["components"], h.get("component_se") or {})
+        figs["components"] = safe_plot(
+            plots_exam.components_plot, h["components"], h.get("component_se") or {}
+        )
     ad = irt.get("adaptive")
     if ad and ad.get("rows"):
         rows = [r for r in ad["rows"] if r["theta_full"] is not None and r["theta_adaptive"] is not None]
         if rows:
-            figs["adaptive"] = _plot(
+            figs["adaptive"] = safe_plot(
                 plots_exam.adaptive_plot,
                 [r["pipeline"] for r in rows],
                 [r["theta_full"] for r in rows],

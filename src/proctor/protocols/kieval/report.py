@@ -8,9 +8,7 @@ the autoescaping template.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from proctor.constants import LETTERS
@@ -19,9 +17,8 @@ from proctor.protocols.kieval.conversations import EVALUATOR_JUDGE, ROUND_KIND, 
 from proctor.protocols.kieval.run import Q_KIND
 from proctor.protocols.kieval.static_mc import MCAnswer
 from proctor.report._env import render_template
+from proctor.report.plots import safe_plot
 from proctor.store import RunStore
-
-log = logging.getLogger(__name__)
 
 ASPECTS = ("accuracy", "logic", "relevance", "coherence", "conciseness")
 MAX_CONVERSATIONS = 400
@@ -36,15 +33,6 @@ END_ORDER = (
     "evaluator_error",
     "error",
 )
-
-
-def _plot(fn: Callable[..., str], *args: Any, **kwargs: Any) -> str | None:
-    """A failing plot leaves its table in place."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        log.exception("kieval plot %s failed", getattr(fn, "__name__", fn))
-        return None
 
 
 def _data(it: dict[str, Any]) -> dict[str, Any]:
@@ -241,12 +229,12 @@ def kieval_context(store: RunStore) -> dict[str, Any]:
             ]
             for r in plotted
         }
-        aspect_plot = _plot(
+        aspect_plot = safe_plot(
             plots_kieval.aspect_bars, [r["candidate"] for r in plotted], [*ASPECTS, "overall"], values
         )
     stop_plot = None
     if any(ends.values()):
-        stop_plot = _plot(
+        stop_plot = safe_plot(
             plots_kieval.stop_reason_bars, cand_names, reasons, {c: dict(e) for c, e in ends.items()}
         )
     contam = {
@@ -270,7 +258,7 @@ def kieval_context(store: RunStore) -> dict[str, Any]:
     ]
     scatter = None
     if pts:
-        scatter = _plot(
+        scatter = safe_plot(
             plots_kieval.contamination_scatter,
             [r["candidate"] for r in pts],
             [r["static"]["value"] for r in pts],

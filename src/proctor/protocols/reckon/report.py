@@ -8,17 +8,14 @@ Every string from the store is escaped by the template.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from proctor.protocols.reckon import plots as plots_reckon
 from proctor.protocols.reckon.baselines import BaselineAnswer
 from proctor.report import plots
 from proctor.report._env import render_template
+from proctor.report.plots import safe_plot
 from proctor.store import RunStore
-
-log = logging.getLogger(__name__)
 
 METHOD_LABELS = {
     "reckon": "RECKON",
@@ -29,14 +26,6 @@ METHOD_LABELS = {
     "embedding": "embedding similarity",
 }
 STEP_LABELS = {"questions": "question generation", "answers": "candidate answers", "judging": "judging"}
-
-
-def _plot(fn: Callable[..., str], *args: Any) -> str | None:
-    try:
-        return fn(*args)
-    except Exception:  # a failing plot leaves its table in place
-        log.exception("reckon plot %s failed", getattr(fn, "__name__", fn))
-        return None
 
 
 BROWSER_LIMIT = 500
@@ -83,7 +72,7 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
     cost = art.get("cost") or {}
     acc_plot = None
     if names:
-        acc_plot = _plot(
+        acc_plot = safe_plot(
             plots.metric_bars,
             "RECKON accuracy over judged units",
             names,
@@ -111,14 +100,14 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
         "clusters": clusters,
         "stop_reasons": art.get("stop_reasons") or {},
         "acc_plot": acc_plot,
-        "convergence_plot": _plot(
+        "convergence_plot": safe_plot(
             plots_reckon.convergence,
             {n: cands[n]["remaining_per_round"] for n in names},
             art.get("n_units") or 0,
         )
         if names
         else None,
-        "map_plot": _plot(
+        "map_plot": safe_plot(
             plots_reckon.unit_map,
             [p["x"] for p in points],
             [p["y"] for p in points],
@@ -128,12 +117,12 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
         )
         if points
         else None,
-        "freq_plot": _plot(plots_reckon.ask_frequency, {n: cands[n]["ask_frequency"] for n in names})
+        "freq_plot": safe_plot(plots_reckon.ask_frequency, {n: cands[n]["ask_frequency"] for n in names})
         if names
         else None,
         "cost": cost,
         "cost_rows": cost_rows,
-        "cost_plot": _plot(
+        "cost_plot": safe_plot(
             plots_reckon.cost_bars,
             [STEP_LABELS[s] for s in steps],
             [tok("reckon", s) for s in steps],
