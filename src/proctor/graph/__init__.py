@@ -1,0 +1,23 @@
+"""The context graph of a corpus (entities, their chunks and documents, co-mention edges), built once per
+corpus and extraction model and reused by every later run: the interview protocol's knowledge paths,
+rageval's multi-hop questions, and the topics of the knowledge map."""
+
+from proctor.graph.build import GraphBuild, assemble, build_context_graph
+from proctor.graph.model import ContextGraph, Edge, Entity, GraphStats, derive_edges
+from proctor.graph.names import MERGE_THRESHOLD, fold, merge_groups
+from proctor.graph.store import GraphStore
+
+__all__ = [
+    "MERGE_THRESHOLD",
+    "ContextGraph",
+    "Edge",
+    "Entity",
+    "GraphBuild",
+    "GraphStats",
+    "GraphStore",
+    "assemble",
+    "build_context_graph",
+    "derive_edges",
+    "fold",
+    "merge_groups",
+]

@@ -1,0 +1,158 @@
+"""The context graph: name folding and merging, edges, statistics, and a build through the kit that a
+second run reuses without one extraction call."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from proctor.corpus.types import Chunk
+from proctor.graph import (
+    ContextGraph,
+    Entity,
+    assemble,
+    build_context_graph,
+    derive_edges,
+    fold,
+    merge_groups,
+)
+from proctor.models.scripted import register_script
+from proctor.protocols.context import RunContext
+from proctor.protocols.registry import Protocol, Role, register_protocol
+from proctor.runner import run_config
+
+
+def test_fold_ignores_case_spacing_edge_punctuation_and_a_leading_article() -> None:
+    assert fold("  The Orrinsford   Institute, ") == fold("orrinsford institute") == "orrinsford institute"
+    assert fold("Theodora") == "theodora"  # only a whole leading article goes
+
+
+def test_merge_groups_joins_pairs_above_the_threshold_transitively() -> None:
+    v = np.array([[1.0, 0.0], [0.99, 0.141], [0.0, 1.0], [0.97, 0.243]])
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    assert merge_groups(["a", "b", "c", "d"], v, threshold=0.95) == [0, 0, 2, 0]
+    assert merge_groups(["a", "b"], None) == [0, 1]
+
+
+def _entity(eid: str, *mentions: tuple[str, str]) -> Entity:
+    return Entity(eid, eid.upper(), (eid.upper(),), tuple(mentions))
+
+
+def test_edges_strong_for_a_shared_chunk_weak_for_a_shared_document_only() -> None:
+    ents = [
+        _entity("a", ("c1", "d1"), ("c2", "d1")),
+        _entity("b", ("c1", "d1"), ("c2", "d1")),
+        _entity("c", ("c3", "d1")),
+        _entity("d", ("c4", "d2")),
+    ]
+    edges = {(e.a, e.b): (e.kind, e.weight) for e in derive_edges(ents)}
+    assert edges == {("a", "b"): ("strong", 2), ("a", "c"): ("weak", 1), ("b", "c"): ("weak", 1)}
+    g = ContextGraph("k", ents, derive_edges(ents))
+    assert g.neighbours("a") == ["b", "c"] and g.neighbours("a", "strong") == ["b"]
+    s = g.stats()
+    assert (s.nodes, s.strong_edges, s.weak_edges, s.components, s.largest_component) == (4, 1, 2, 2, 3)
+    assert s.degree_histogram == {0: 1, 2: 3} and s.hubs[0] == ("A", 2)
+    assert g.find("the a") is ents[0] and g.find("zzz") is None
+
+
+class _Embedder:
+    """Unit vectors: both spellings of the institute point the same way, every other name its own way."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), len(texts) + 1))
+        for i, t in enumerate(texts):
+            out[i, 0 if "orrinsford" in t else i + 1] = 1.0
+        return out
+
+
+def test_assemble_drops_invented_names_and_merges_aliases() -> None:
+    chunks = [
+        Chunk("c1", "d1", "a.md", "The Orrinsford Institute stands in Teskavar.", 0, {}),
+        Chunk("c2", "d1", "a.md", "Mira Holt directs the Orrinsford Inst. in the old town.", 1, {}),
+    ]
+    names = {"c1": ["Orrinsford Institute", "Teskavar", "Atlantis"], "c2": ["Mira Holt", "Orrinsford Inst"]}
+    graph, info = assemble("k", chunks, names, _Embedder(), merge_threshold=0.9)
+    assert info.names == 5 and info.names_not_in_chunk == 1 and info.merged_by_embedding == 1
+    institute = graph.find("orrinsford inst")
+    assert institute is not None and institute is graph.find("the Orrinsford Institute")
+    assert institute.chunk_ids == ("c1", "c2") and set(institute.aliases) == {
+        "Orrinsford Institute",
+        "Orrinsford Inst",
+    }
+    assert graph.find("Atlantis") is None
+    mira, tesk = graph.find("Mira Holt"), graph.find("Teskavar")
+    assert mira is not None and tesk is not None
+    assert graph.graph.edges[institute.entity_id, mira.entity_id]["kind"] == "strong"
+    assert graph.graph.edges[mira.entity_id, tesk.entity_id]["kind"] == "weak"
+
+
+# --- a build through the kit, reused by the next run ------------------------------------------------------
+
+CALLS: list[str] = []
+
+
+def _script(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    CALLS.append(text)
+    passages = re.findall(r"\[passage (\d+)\]\n(.*?)(?=\n\[passage |\Z)", text, re.S)
+    out = [
+        {"id": pid, "entities": [*re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)+", body), "Atlantis"]}
+        for pid, body in passages
+    ]
+    return json.dumps({"passages": out})
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+async def _run(ctx: RunContext[_Settings]) -> dict[str, Any]:
+    graph, info = await build_context_graph(ctx, batch_size=2)
+    return {"build": info.model_dump(), "stats": graph.stats().model_dump()}
+
+
+@pytest.fixture
+def graph_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    register_script("graph-entities", _script)
+    register_protocol(Protocol("graphdemo", _Settings, (Role("examiner", "lists entities"),), _run))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(
+        "The Orrinsford Institute stands in North Teskavar by the sea.\n\n"
+        "Mira Holt directs the Orrinsford Institute and studies tidal glass.\n"
+    )
+    (docs / "b.md").write_text("Jon Tarn sails the Tarnvik Lines ferry from North Teskavar every day.\n")
+    cfg = tmp_path / "graph.yaml"
+    cfg.write_text(
+        "protocol: graphdemo\n"
+        "corpus: {path: docs, min_chunk_chars: 20, max_chunk_chars: 80}\n"
+        "models: {m: scripted/graph-entities}\n"
+        "roles: {examiner: m}\n"
+    )
+    return cfg
+
+
+def test_build_through_the_kit_and_reuse_without_calls(graph_config: Path, tmp_path: Path) -> None:
+    CALLS.clear()
+    first = run_config(graph_config, out=tmp_path / "runs", show_progress=False)
+    build = first.summary["build"]
+    assert not build["reused"] and build["chunks"] == 3 and build["chunks_failed"] == 0
+    assert build["names_not_in_chunk"] == 3  # "Atlantis", invented once per chunk
+    assert (
+        first.summary["stats"]["nodes"] == 5
+    )  # Orrinsford Institute, North Teskavar, Mira Holt, Jon Tarn, Tarnvik Lines
+    assert len(CALLS) == 2  # 3 chunks, 2 per call
+    # A second run (a new run folder) on the same corpus and extraction model: the stored graph, no call.
+    second = run_config(graph_config, out=tmp_path / "runs2", show_progress=False)
+    assert second.summary["build"]["reused"] and second.summary["stats"] == first.summary["stats"]
+    assert len(CALLS) == 2
+    con = sqlite3.connect(second.run_dir / "run.sqlite")
+    assert con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0] == 0
