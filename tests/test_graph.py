@@ -156,3 +156,78 @@ def test_build_through_the_kit_and_reuse_without_calls(graph_config: Path, tmp_p
     assert len(CALLS) == 2
     con = sqlite3.connect(second.run_dir / "run.sqlite")
     assert con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0] == 0
+
+
+# --- knowledge paths on a hand-made graph ---------------------------------------------------------------
+
+
+def _unit(*xs: float, dim: int = 16) -> np.ndarray:
+    v = np.zeros(dim)
+    v[: len(xs)] = xs
+    return v / np.linalg.norm(v)
+
+
+class _TableEmbedder:
+    """Vectors from a table (text -> vector); unknown texts point nowhere in particular."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.array([self.table.get(t, _unit(*([0.0] * 15), 1.0)) for t in texts])
+
+
+def _hub_graph() -> tuple[ContextGraph, _TableEmbedder, dict[str, str]]:
+    """H shares one chunk (h<i>) with each of N1..N7; N1 and N2 also share x12. Name similarity to H:
+    N1 0.95, N2 0.9, N3 0.8, N4 0.7, N5 0.6, N6 and N7 0.1 (outside H's top 5)."""
+    sims = {"N1": 0.95, "N2": 0.9, "N3": 0.8, "N4": 0.7, "N5": 0.6, "N6": 0.1, "N7": 0.1}
+    ents = [Entity("H", "Hub", ("Hub", "The Hub"), tuple((f"h{i}", f"d{i}") for i in range(1, 8)))]
+    for i, n in enumerate(sims, 1):
+        extra = (("x12", "dx"),) if n in ("N1", "N2") else ()
+        ents.append(Entity(n, f"Node {n}", (f"Node {n}",), ((f"h{i}", f"d{i}"), *extra)))
+    table = {"Hub": _unit(1.0)}
+    for i, (n, s) in enumerate(sims.items(), 2):
+        table[f"Node {n}"] = _unit(s, *([0.0] * (i - 1)), float(np.sqrt(1 - s * s)))
+    chunk_texts = {c: f"text of {c}" for c in [*(f"h{i}" for i in range(1, 8)), "x12"]}
+    for i, c in enumerate(chunk_texts):
+        table[chunk_texts[c]] = _unit(*([0.0] * (8 + i % 8)), 1.0)
+    table["where is the hub?"] = table["text of h3"]  # the question is closest to chunk h3
+    return ContextGraph("k", ents, derive_edges(ents)), _TableEmbedder(table), chunk_texts
+
+
+def test_paths_follow_the_rules_and_reproduce_with_the_seed() -> None:
+    from proctor.graph import PathSampler
+
+    graph, emb, texts = _hub_graph()
+    sampler = PathSampler(graph, emb, texts)
+    hub = graph.entities["H"]
+    first_hops: set[str] = set()
+    for seed in range(40):
+        path = sampler.sample(hub, "where is the hub?", hops=2, rng=np.random.default_rng(seed))
+        ids = [s.entity_id for s in path.steps]
+        assert ids[0] == "H" and path.steps[0].chunk_id == "h3"  # start: the chunk closest to the question
+        assert len(ids) == len(set(ids))  # no revisits
+        assert path.steps[1].drawn_from == ("N1", "N2", "N3", "N4", "N5")  # the top 5 by name similarity
+        first_hops.add(ids[1])
+        # The hop's chunk is the one it shares with the hub (its only chunk, or the one nearest h3 for N1/N2).
+        assert path.steps[1].chunk_id.startswith("h")
+        if ids[1] in ("N1", "N2"):
+            assert path.stopped == "hops" and ids[2] == ("N2" if ids[1] == "N1" else "N1")
+            assert path.steps[2].drawn_from == (ids[2],)
+        else:
+            assert path.stopped == "dead_end" and len(ids) == 2  # its only neighbour was visited
+        again = sampler.sample(hub, "where is the hub?", hops=2, rng=np.random.default_rng(seed))
+        assert again == path
+    assert first_hops == {"N1", "N2", "N3", "N4", "N5"}  # every top-5 neighbour, never N6 or N7
+
+
+def test_linking_by_alias_then_embedding_never_a_fallback() -> None:
+    from proctor.graph import PathSampler
+
+    graph, emb, texts = _hub_graph()
+    emb.table["the hub building"] = _unit(0.95, 0.312)  # near "Hub"
+    emb.table["a lighthouse"] = _unit(0.3, 0.954)  # far from every name
+    sampler = PathSampler(graph, emb, texts)
+    assert sampler.link("the hub") is graph.entities["H"]  # alias, folded
+    assert sampler.link("the hub building") is graph.entities["H"]  # embedding, above the threshold
+    assert sampler.link("a lighthouse") is None

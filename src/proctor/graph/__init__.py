@@ -5,9 +5,11 @@ rageval's multi-hop questions, and the topics of the knowledge map."""
 from proctor.graph.build import GraphBuild, assemble, build_context_graph
 from proctor.graph.model import ContextGraph, Edge, Entity, GraphStats, derive_edges
 from proctor.graph.names import MERGE_THRESHOLD, fold, merge_groups
+from proctor.graph.paths import LINK_THRESHOLD, KnowledgePath, PathSampler, PathStep
 from proctor.graph.store import GraphStore
 
 __all__ = [
+    "LINK_THRESHOLD",
     "MERGE_THRESHOLD",
     "ContextGraph",
     "Edge",
@@ -15,6 +17,9 @@ __all__ = [
     "GraphBuild",
     "GraphStats",
     "GraphStore",
+    "KnowledgePath",
+    "PathSampler",
+    "PathStep",
     "assemble",
     "build_context_graph",
     "derive_edges",
