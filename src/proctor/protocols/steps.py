@@ -105,8 +105,10 @@ def _record(
 ) -> None:
     if judge is not None:
         if value is not None:
-            j: Any = value
-            store.put_judgment(key, judge, verdict=j.verdict, score=j.score, reason=j.reason, data=j.data)
+            assert isinstance(value, Judgment)
+            store.put_judgment(
+                key, judge, verdict=value.verdict, score=value.score, reason=value.reason, data=value.data
+            )
         else:
             assert failure is not None
             store.put_judgment(
