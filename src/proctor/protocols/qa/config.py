@@ -25,6 +25,12 @@ class Config(BaseModel):
         "answer), without_reference (the judge's own knowledge); both = also judge agreement; "
         "empty = exact match and F1 only",
     )
+    equivalence_rules: bool = Field(
+        False,
+        description="before the judge with reference, deterministic rules (normalised match, the reference "
+        "contained in the answer, equal quantities or dates) decide 'correct' when sure, without a model "
+        "call; the method is recorded on each judgment",
+    )
     question_max_tokens: int = Field(
         256, ge=16, description="examiner reply budget (tokens) for one question and its reference answer"
     )

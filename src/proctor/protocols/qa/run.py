@@ -98,7 +98,8 @@ async def _judge(
         return verdicts, failures
     judge = ctx.role("judge")
     for kind in ctx.settings.judges:
-        for o in await judge_answers(ctx, answered, kind=kind, model=judge):
+        rules = ctx.settings.equivalence_rules
+        for o in await judge_answers(ctx, answered, kind=kind, model=judge, rules=rules):
             if o.value is not None:
                 verdicts.setdefault(o.key, {})[JUDGE_NAMES[kind]] = o.value
             else:

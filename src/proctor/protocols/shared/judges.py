@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from proctor.judging import judge_with_reference, judge_without_reference
+from proctor.judging.equivalence import decide
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.answers import AnswerItem
@@ -26,18 +27,32 @@ async def judge_answers(
     model: Model,
     role: str = "judge",
     description: str | None = None,
+    rules: bool = False,
 ) -> list[Outcome[tuple[str, AnswerItem], Judgment]]:
-    """Judge each (answer key, answer); stored as judgments named `JUDGE_NAMES[kind]` with score 1/0."""
+    """Judge each (answer key, answer); stored as judgments named `JUDGE_NAMES[kind]` with score 1/0 and
+    the deciding method in their data: `llm`, or — with `rules` — the rule of `proctor.judging.equivalence`
+    that was sure, which decides without a model call."""
 
     async def judge(unit: tuple[str, AnswerItem]) -> Judgment:
         a = unit[1]
         if kind == "with_reference":
+            # A rule that is sure decides without a model call; everything else goes to the LLM.
+            rule = decide(a.answer, a.reference_answer) if rules else None
+            if rule is not None:
+                return Judgment(
+                    verdict="correct",
+                    score=1.0,
+                    reason=f"{rule.method}: {rule.detail}",
+                    data={"method": rule.method},
+                )
             v = await judge_with_reference(
                 model, question=a.question, answer=a.answer, reference=a.reference_answer
             )
         else:
             v = await judge_without_reference(model, question=a.question, answer=a.answer)
-        return Judgment(verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason)
+        return Judgment(
+            verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason, data={"method": "llm"}
+        )
 
     return await ctx.judge(
         description or f"judging ({kind.replace('_', ' ')})",

@@ -1,0 +1,181 @@
+"""Deterministic equivalence before any LLM judge: rules that decide "correct" only when they are sure.
+
+A small judge model is too strict when an answer holds the reference plus detail ("It opened in 1887
+after a public vote." for "1887") and misses equivalent quantities ("roughly 25 percent" for "about one in
+four"). These rules catch exactly those cases and nothing else; an answer they do not decide goes to the
+LLM judge. No rule ever decides "incorrect".
+
+* `normalised_match` — equal after SQuAD/HotpotQA normalisation;
+* `contains_reference` — the normalised reference stands in the normalised answer as a whole phrase, not
+  negated just before it, in an answer that does not offer alternatives ("X or Y");
+* `numeric_equivalent` — the reference is one quantity (digits, number words, fractions such as "one in
+  four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number;
+* `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from proctor.judging.metrics import normalize_answer
+
+NEGATIONS = frozenset({"not", "no", "never", "nor", "neither", "without", "isnt", "wasnt", "arent", "werent",
+                       "doesnt", "didnt", "dont", "cannot", "cant", "wont", "hardly"})  # fmt: skip
+_NEGATION_WINDOW = 3  # words before the phrase that may negate it
+_ALTERNATIVES = re.compile(r"\b(or|either)\b|/", re.IGNORECASE)
+
+_UNITS = {
+    "m": "m", "metre": "m", "metres": "m", "meter": "m", "meters": "m",
+    "km": "km", "kilometre": "km", "kilometres": "km", "kilometer": "km", "kilometers": "km",
+    "cm": "cm", "centimetre": "cm", "centimetres": "cm", "mm": "mm", "millimetres": "mm",
+    "kg": "kg", "kilogram": "kg", "kilograms": "kg", "g": "g", "gram": "g", "grams": "g",
+    "t": "t", "tonne": "t", "tonnes": "t", "ton": "t", "tons": "t",
+    "l": "l", "litre": "l", "litres": "l", "liter": "l", "liters": "l",
+    "c": "°c", "°c": "°c", "celsius": "°c", "degrees": "°", "degree": "°",
+    "h": "h", "hour": "h", "hours": "h", "min": "min", "minute": "min", "minutes": "min",
+    "s": "s", "second": "s", "seconds": "s", "day": "day", "days": "day", "week": "week", "weeks": "week",
+    "year": "year", "years": "year", "month": "month", "months": "month",
+    "mile": "mile", "miles": "mile", "ft": "ft", "foot": "ft", "feet": "ft",
+    "%": "%", "percent": "%", "per cent": "%", "percentage": "%",
+    "people": "people", "persons": "people", "inhabitants": "people", "residents": "people",
+}  # fmt: skip
+_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+    "a dozen": 12, "dozen": 12,
+}  # fmt: skip
+_FRACTIONS = {
+    "half": 0.5, "a half": 0.5, "one half": 0.5, "a third": 1 / 3, "one third": 1 / 3,
+    "a quarter": 0.25, "one quarter": 0.25, "three quarters": 0.75, "two thirds": 2 / 3,
+}  # fmt: skip
+_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+_MONTH_NAMES = "january february march april may june july august september october november december"
+_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), 1)}
+
+
+@dataclass(frozen=True)
+class RuleDecision:
+    """A rule decided the answer is correct: which rule, and on what."""
+
+    method: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Quantity:
+    value: float
+    unit: str | None  # normalised; "share" for fractions and percentages
+
+
+def decide(answer: str, reference: str) -> RuleDecision | None:
+    """ "correct" when a rule is sure (see the module docstring), else None: the LLM judges."""
+    a, r = normalize_answer(answer), normalize_answer(reference)
+    if not a or not r:
+        return None
+    if a == r:
+        return RuleDecision("normalised_match", r)
+    date_r = _date(reference)
+    if date_r is not None:
+        dates_a = _dates(answer)
+        if dates_a and all(d == date_r for d in dates_a):
+            return RuleDecision("same_date", "-".join(map(str, date_r)))
+        return None
+    q_r = quantities(reference)
+    if len(q_r) == 1:
+        q_a = quantities(answer)
+        if q_a and all(_same(q, q_r[0]) for q in q_a) and not _negated_anywhere(a):
+            return RuleDecision("numeric_equivalent", f"{q_r[0].value:g} {q_r[0].unit or ''}".strip())
+        return None
+    if q_r:
+        return None  # several quantities in the reference: the LLM weighs them
+    if _contains_phrase(a.split(), r.split()) and not _ALTERNATIVES.search(answer):
+        return RuleDecision("contains_reference", r)
+    return None
+
+
+def _contains_phrase(words: list[str], phrase: list[str]) -> bool:
+    n = len(phrase)
+    for i in range(len(words) - n + 1):
+        if words[i : i + n] == phrase:
+            before = words[max(0, i - _NEGATION_WINDOW) : i]
+            if not any(w.replace("'", "") in NEGATIONS for w in before):
+                return True
+    return False
+
+
+def _negated_anywhere(normalised: str) -> bool:
+    return any(w in NEGATIONS for w in normalised.split())
+
+
+def _same(a: Quantity, b: Quantity) -> bool:
+    if a.unit != b.unit and not (a.unit is None or b.unit is None):
+        return False
+    if (a.unit == "share") != (b.unit == "share"):
+        return False
+    return abs(a.value - b.value) <= 1e-6 * max(1.0, abs(b.value))
+
+
+_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_QUANTITY = re.compile(
+    rf"(?P<num>{_NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°c|%|per cent|[a-z]+)?",
+    re.IGNORECASE,
+)
+_IN = re.compile(r"\b(?P<a>\w+)\s+(?:in|out of)\s+(?P<b>\w+)\b", re.IGNORECASE)
+
+
+def _number(word: str) -> float | None:
+    w = word.lower().replace(",", "")
+    if re.fullmatch(r"\d+(\.\d+)?", w):
+        return float(w)
+    v = _WORDS.get(w)
+    return None if v is None else float(v)
+
+
+def quantities(text: str) -> list[Quantity]:
+    """The quantities a text states: "one in four", fractions, number words, digits with scale and unit."""
+    t = text.lower().replace("per cent", "percent")
+    out: list[Quantity] = []
+    for m in _IN.finditer(t):
+        a, b = _number(m["a"]), _number(m["b"])
+        if a is not None and b:
+            out.append(Quantity(a / b, "share"))
+            t = t.replace(m[0], " ")
+    for phrase, v in sorted(_FRACTIONS.items(), key=lambda kv: -len(kv[0])):
+        if re.search(rf"\b{phrase}\b", t):
+            out.append(Quantity(v, "share"))
+            t = re.sub(rf"\b{phrase}\b", " ", t)
+    for m in _QUANTITY.finditer(t):
+        value = float(m["num"].replace(",", "")) * _SCALES.get((m["scale"] or "").lower(), 1.0)
+        unit = _UNITS.get((m["unit"] or "").lower())
+        if unit == "%":
+            out.append(Quantity(value / 100.0, "share"))
+        else:
+            out.append(Quantity(value, unit))
+    for word, v in _WORDS.items():
+        for m in re.finditer(rf"\b{word}\b(?:\s+(?P<unit>[a-z%]+))?", t):
+            unit = _UNITS.get((m["unit"] or "").lower())
+            out.append(Quantity(v / 100.0, "share") if unit == "%" else Quantity(float(v), unit))
+    return out
+
+
+_DATE_DMY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([a-z]+),?\s+(\d{3,4})\b", re.IGNORECASE)
+_DATE_MDY = re.compile(r"\b([a-z]+)\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{3,4})\b", re.IGNORECASE)
+
+
+def _dates(text: str) -> list[tuple[int, int, int]]:
+    out = []
+    for d, mon, y in _DATE_DMY.findall(text):
+        if mon.lower() in _MONTHS:
+            out.append((int(y), _MONTHS[mon.lower()], int(d)))
+    for mon, d, y in _DATE_MDY.findall(text):
+        if mon.lower() in _MONTHS:
+            out.append((int(y), _MONTHS[mon.lower()], int(d)))
+    return out
+
+
+def _date(text: str) -> tuple[int, int, int] | None:
+    found = set(_dates(text))
+    return found.pop() if len(found) == 1 else None

@@ -1,0 +1,108 @@
+"""The deterministic equivalence rules: each decides "correct" only when sure; the negative cases go to
+the LLM (None)."""
+
+from __future__ import annotations
+
+import pytest
+
+from proctor.judging.equivalence import decide, quantities
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "method"),
+    [
+        ("The Moot of Forty.", "moot of forty", "normalised_match"),
+        ("The Copper Hall, a former warehouse.", "the Copper Hall", "contains_reference"),
+        ("It is run by Tarnvik Lines from the north pier.", "Tarnvik Lines", "contains_reference"),
+        ("It opened in 1887 after a public vote.", "1887", "numeric_equivalent"),
+        ("seven", "7", "numeric_equivalent"),
+        ("The ridge is 2,450 metres high.", "2450 m", "numeric_equivalent"),
+        ("about 120 kilometres", "roughly 120 km", "numeric_equivalent"),
+        ("roughly 25 percent of them", "about one in four", "numeric_equivalent"),
+        ("a quarter of the fleet", "25%", "numeric_equivalent"),
+        ("It was signed on March 12, 1887.", "12 March 1887", "same_date"),
+    ],
+)
+def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> None:
+    decision = decide(answer, reference)
+    assert decision is not None and decision.method == method
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference"),
+    [
+        ("It is not the Copper Hall.", "the Copper Hall"),  # negation just before the phrase
+        ("Either the Copper Hall or the Tin Hall.", "the Copper Hall"),  # alternatives
+        ("The Copper Hall / the Tin Hall", "the Copper Hall"),
+        ("The Marrow Current brings warm water from the west.", "the Ostrel Current"),  # near-miss name
+        ("The ferry company is Island Express", "Tarnvik Lines"),  # a confident invention
+        ("about half", "about one in four"),  # a different share
+        ("The ridge is 2,540 metres high.", "2450 m"),  # wrong number, right unit
+        ("2450 feet", "2450 m"),  # right number, wrong unit
+        ("It opened in 1887 or 1888.", "1887"),  # several numbers
+        ("It did not open in 1887.", "1887"),  # negated
+        ("It was signed on 13 March 1887.", "12 March 1887"),  # another day
+        ("", "1887"),
+    ],
+)
+def test_negative_cases_go_to_the_llm(answer: str, reference: str) -> None:
+    assert decide(answer, reference) is None
+
+
+def test_quantities_read_number_words_fractions_and_units() -> None:
+    assert [(q.value, q.unit) for q in quantities("one in four")] == [(0.25, "share")]
+    assert [(q.value, q.unit) for q in quantities("2,450 metres")] == [(2450.0, "m")]
+    assert [(q.value, q.unit) for q in quantities("3 million people")] == [(3e6, "people")]
+
+
+def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeypatch) -> None:
+    """qa.equivalence_rules: answers holding the reference are judged by the rule (method recorded on the
+    judgment), with no judge call; without the option every answer goes to the LLM judge."""
+    import json
+    import sqlite3
+
+    from proctor.runner import run_config
+    from proctor.testing.mock_server import MockServer
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+
+    words = ["amber", "basalt", "cobalt", "dune", "ember", "fjord"]
+
+    def reply(body: dict) -> str:
+        text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if "Reference text" in text:
+            word = words[sum(map(ord, text)) % len(words)]
+            return json.dumps(
+                {"question": f"Which harbour is the {word} one?", "answer": f"the {word} harbour"}
+            )
+        if "<candidate_answer>" in text:
+            return json.dumps({"reason": "compared", "verdict": "correct"})
+        word = next((w for w in words if f"the {w} one" in text), "unknown")
+        return f"It is the {word} harbour, as recorded."
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"d{i}.md").write_text(f"# Topic {i}\n\n" + f"Statement {i} about the topic. " * 12)
+    with MockServer(reply=reply) as server:
+        results = {}
+        for rules in (False, True):
+            cfg = tmp_path / f"qa-{rules}.yaml"
+            cfg.write_text(
+                f"protocol: qa\ncorpus: {{path: docs, min_chunk_chars: 50, max_chunk_chars: 4000}}\n"
+                f"models: {{m: {{spec: openai/mock, base_url: {server.base_url}}}}}\n"
+                f"roles: {{examiner: m, judge: m}}\ncandidates: [{{name: a, model: m}}]\n"
+                f"qa: {{num_questions: 4, judges: [with_reference], "
+                f"equivalence_rules: {str(rules).lower()}}}\n"
+            )
+            run = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+            con = sqlite3.connect(run.run_dir / "run.sqlite")
+            judge_calls = con.execute("SELECT COUNT(*) FROM model_calls WHERE role='judge'").fetchone()[0]
+            methods = [
+                json.loads(d)["method"]
+                for (d,) in con.execute("SELECT data FROM judgments WHERE judge='llm_with_reference'")
+            ]
+            results[rules] = (judge_calls, methods, run.summary["candidates"]["a"]["accuracy_with_reference"])
+    assert results[False][0] == 4 and results[False][1] == ["llm"] * 4
+    assert results[True][0] == 0 and results[True][1] == ["contains_reference"] * 4
+    assert results[True][2]["value"] == results[False][2]["value"] == 1.0
