@@ -103,6 +103,9 @@ def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeyp
                 for (d,) in con.execute("SELECT data FROM judgments WHERE judge='llm_with_reference'")
             ]
             results[rules] = (judge_calls, methods, run.summary["candidates"]["a"]["accuracy_with_reference"])
+            exported = [json.loads(line) for line in (run.run_dir / "items.jsonl").read_text().splitlines()]
+            answers = [r for r in exported if r["kind"] == "answer"]
+            assert {r["judge.llm_with_reference.method"] for r in answers} == set(methods)
     assert results[False][0] == 4 and results[False][1] == ["llm"] * 4
     assert results[True][0] == 0 and results[True][1] == ["contains_reference"] * 4
     assert results[True][2]["value"] == results[False][2]["value"] == 1.0

@@ -276,6 +276,10 @@ class RunStore:
                 row[f"judge.{j['judge']}.verdict"] = j["verdict"]
                 row[f"judge.{j['judge']}.score"] = j["score"]
                 row[f"judge.{j['judge']}.error"] = j["error"]
+                if j["error_cause"]:
+                    row[f"judge.{j['judge']}.cause"] = j["error_cause"]
+                if isinstance(j["data"], dict) and j["data"].get("method"):
+                    row[f"judge.{j['judge']}.method"] = j["data"]["method"]
             yield row
 
     def export_jsonl(self, path: str | Path, kind: str | None = None) -> int:
