@@ -321,7 +321,14 @@ def qa_context(store: RunStore) -> dict[str, Any]:
     acc_judges = _ordered_judges(
         {n.removeprefix("accuracy.") for n in metrics if n.startswith("accuracy.")} | set(judges)
     )
+    decided_by = Counter(
+        (name, j["data"]["method"])
+        for js in judged.values()
+        for name, j in js.items()
+        if isinstance(j.get("data"), dict) and j["data"].get("method")
+    )
     return {
+        "decided_by": [(judge, method, n) for (judge, method), n in sorted(decided_by.items())],
         "generation_stats": _generation_stats(store.get_artifact("generation_stats")),
         "summary": store.get_artifact("summary"),
         "acc_judges": acc_judges,
