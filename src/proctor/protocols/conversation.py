@@ -48,14 +48,15 @@ class Turn:
 @dataclass(frozen=True)
 class Panel:
     """The round's scoring: each voter's `ask(voter, round, transcript)` reply is stored as the judgment
-    `f"{judge}:{voter}"` on the round; `combine(valid replies)` gives the fields merged into the round.
-    A round none of whose voters gave a valid reply is an error with the voters' cause."""
+    `f"{judge}:{voter}"` on the round; `combine(valid replies, voters that failed for good)` gives the
+    fields merged into the round. A round none of whose voters gave a valid reply is an error with the
+    voters' cause."""
 
     judge: str
     role: str
     voters: Sequence[str]
     ask: Callable[[str, RoundData, Transcript], Awaitable[dict[str, Any]]]
-    combine: Callable[[dict[str, dict[str, Any]]], dict[str, Any]]
+    combine: Callable[[dict[str, dict[str, Any]], list[str]], dict[str, Any]]
 
 
 @dataclass
@@ -105,7 +106,7 @@ async def converse(
                             data[turn.field] = await turn.run(data, out.rounds)
                         store.put_item(rk, kind, data, status="pending")
                 if panel is not None:
-                    await _vote(ctx, panel, rk, kind, data, out.rounds)
+                    await _vote(ctx, panel, rk, data, out.rounds)
                 store.put_item(rk, kind, data)
             except EndConversation as e:
                 out.end = e.reason
@@ -128,9 +129,7 @@ class _PanelFailed(StepError):
     """No voter gave a valid reply: the round cannot be scored (final when the replies were final)."""
 
 
-async def _vote(
-    ctx: RunContext[Any], panel: Panel, rk: str, kind: str, data: RoundData, transcript: Transcript
-) -> None:
+async def _vote(ctx: RunContext[Any], panel: Panel, rk: str, data: RoundData, transcript: Transcript) -> None:
     store = ctx.store
     replies: dict[str, dict[str, Any]] = {}
     failures: dict[str, Failure] = {}
@@ -173,5 +172,4 @@ async def _vote(
     if not valid:
         messages = "; ".join(failures[v].message for v in panel.voters if v in failures)
         raise _PanelFailed(messages, cause=next(iter(failures.values())).cause)
-    data.update(panel.combine(valid))
-    data["evaluator_errors"] = sorted(failures)
+    data.update(panel.combine(valid, sorted(failures)))

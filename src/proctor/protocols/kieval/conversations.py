@@ -128,8 +128,11 @@ def normalise_evaluation(parsed: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def vote(evals: dict[str, dict[str, Any]], method: Literal["majority", "mean"]) -> dict[str, Any]:
-    """One round's combined evaluation from the evaluators whose reply parsed (config order)."""
+def vote(
+    evals: dict[str, dict[str, Any]], failed: list[str], method: Literal["majority", "mean"]
+) -> dict[str, Any]:
+    """One round's combined evaluation from the evaluators whose reply parsed (config order); `failed` are
+    the evaluators whose reply could not be parsed."""
     names = list(evals)
     out: dict[str, Any] = {
         a: {"score": vote_scores([int(evals[n][a]["score"]) for n in names], method)} for a in ASPECTS
@@ -140,6 +143,7 @@ def vote(evals: dict[str, dict[str, Any]], method: Literal["majority", "mean"]) 
     out["stop_reason"] = reason
     out["evaluators"] = names
     out["evaluations"] = evals
+    out["evaluator_errors"] = failed
     return out
 
 
@@ -276,7 +280,13 @@ async def _talk(ctx: RunContext[Config], conv: KConversation, evaluators: list[s
         kind=ROUND_KIND,
         max_rounds=cfg.max_rounds,
         turns=[Turn("interactor_question", "interactor", ask), Turn("candidate_reply", "candidate", reply)],
-        panel=Panel(EVALUATOR_JUDGE, "evaluator", evaluators, evaluate, lambda v: vote(v, cfg.voting)),
+        panel=Panel(
+            EVALUATOR_JUDGE,
+            "evaluator",
+            evaluators,
+            evaluate,
+            lambda valid, failed: vote(valid, failed, cfg.voting),
+        ),
         stop=lambda r: str(r["stop_reason"]) if r["stop_conversation"] else None,
         on_round=lambda r: history.extend(_turn(conv.cand, r)),
     )
