@@ -25,12 +25,21 @@ from proctor.protocols.reckon.judging import (
 )
 from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate
 from proctor.protocols.reckon.questions import INVITATION, with_invitation
-from proctor.protocols.reckon.units import load_carry_over, merge_duplicates, sentences
+from proctor.protocols.reckon.run import ReckonItem
+from proctor.protocols.reckon.units import KnowledgeUnit, load_carry_over, merge_duplicates, sentences
 from proctor.store import RunStore
 
 
-def _unit(uid: str, kw: str, desc: str, chunk: str = "c1") -> dict:
-    return {"unit_id": uid, "keyword": kw, "description": desc, "chunk_ids": [chunk], "merged": []}
+def _unit(uid: str, kw: str, desc: str, chunk: str = "c1", evidence: str | None = None) -> KnowledgeUnit:
+    return KnowledgeUnit(
+        unit_id=uid,
+        type="factual",
+        keyword=kw,
+        description=desc,
+        chunk_id=chunk,
+        chunk_ids=[chunk],
+        evidence=evidence,
+    )
 
 
 def _unit_vectors(*rows: list[float]) -> np.ndarray:
@@ -49,8 +58,8 @@ def test_merge_exact_and_near_duplicates() -> None:
     vecs = _unit_vectors([1, 0, 0], [0, 1, 0], [0, 0, 1], [0.99, 0.05, 0], [0.5, 0, 0.5])
     kept = merge_duplicates(units, vecs, threshold=0.95)
     assert kept == [0, 2, 4]
-    assert [m["unit_id"] for m in units[0]["merged"]] == ["b", "d"]
-    assert units[0]["chunk_ids"] == ["c1", "c2", "c3"]
+    assert [m.unit_id for m in units[0].merged] == ["b", "d"]
+    assert units[0].chunk_ids == ["c1", "c2", "c3"]
     assert merge_duplicates([_unit("x", "a", "b")], _unit_vectors([1, 0]), 0.9) == [0]
 
 
@@ -116,10 +125,13 @@ def test_cluster_judge_helpers() -> None:
     reply = '{"U1": {"reason": "ok", "verdict": "correct"}, "U3": {"verdict": "partly"}}'
     assert parse_json(reply, judge_cluster_schema(3))["U3"] == {"verdict": "partly"}
     # A source sentence the description already holds is not repeated in the prompt.
-    unit = {"description": "At the market, a dozen means fourteen fish. Two recall the tribute."}
-    assert new_evidence({**unit, "evidence": "At the market a dozen means fourteen fish."}) == ""
+    desc = "At the market, a dozen means fourteen fish. Two recall the tribute."
+    assert (
+        new_evidence(_unit("u", "dozen", desc, evidence="At the market a dozen means fourteen fish.")) == ""
+    )
     ev = "On Teskavar water boils at 91 °C."
-    assert new_evidence({**unit, "evidence": ev}) == ev and new_evidence(unit) == ""
+    assert new_evidence(_unit("u", "dozen", desc, evidence=ev)) == ev
+    assert new_evidence(_unit("u", "dozen", desc)) == ""
 
 
 def test_carry_over_file(tmp_path: Path) -> None:
@@ -140,8 +152,9 @@ def test_carry_over_file(tmp_path: Path) -> None:
         + "\n"
     )
     units = load_carry_over(str(f))
-    assert units[0]["unit_id"] == "ku_1" and units[1]["unit_id"].startswith("ku_")
-    assert units[1]["type"] == "other" and all(u["origin"] == "carry_over" for u in units)
+    assert units[0].unit_id == "ku_1" and units[1].unit_id.startswith("ku_")
+    assert units[0].chunk_id == "c1" and units[1].chunk_id is None and units[1].chunk_ids == []
+    assert units[1].type == "other" and all(u.origin == "carry_over" for u in units)
     f.write_text('{"keyword": "", "description": "x"}\n')
     with pytest.raises(UserError, match="line 1"):
         load_carry_over(str(f))
@@ -176,14 +189,9 @@ def test_meta_evaluation_statistics() -> None:
         for i in range(5):
             iid = item_id(cand, f"u{i}")
             labels[iid] = human[cand][i]
-            items.append(
-                {
-                    "item_id": iid,
-                    "candidate": cand,
-                    "scores": {"reckon": float(method[cand][i]), "bleu": bleu[cand][i]},
-                }
-            )
-    items[0]["scores"]["reckon"] = None  # uncovered: left out of RECKON's n
+            scores = {"reckon": float(method[cand][i]), "bleu": bleu[cand][i]}
+            items.append(ReckonItem.model_construct(item_id=iid, candidate=cand, scores=scores))
+    items[0].scores["reckon"] = None  # uncovered: left out of RECKON's n
     labels["u9@zzz"] = 1
     res = meta_evaluate(items, labels, {"reckon": None, "bleu": 0.5})
     assert (res["matched"], res["unmatched"]) == (15, 1)

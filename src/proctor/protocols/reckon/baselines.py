@@ -15,7 +15,8 @@ baseline:judge_noref), so the store's call totals separate them from RECKON's.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -26,9 +27,13 @@ from proctor.errors import UserError
 from proctor.prompts import prompt_version
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.units import KnowledgeUnit
 from proctor.protocols.shared.answers import AnswerItem, AnswerTask, answer_questions
 from proctor.protocols.shared.judges import JUDGE_NAMES, JudgeKind, judge_answers
 from proctor.protocols.shared.questions import Question, QuestionTask, write_questions
+
+if TYPE_CHECKING:
+    from proctor.embeddings.base import Embedder
 
 PROMPT = "reckon/baseline_question"
 JW_R = JUDGE_NAMES["with_reference"]
@@ -49,38 +54,42 @@ class BaselineAnswer(AnswerItem):
     KIND: ClassVar[str] = "baseline_answer"
 
 
+@dataclass
+class BaselineOutcome:
+    """The baseline on one (candidate, unit): its answer's key (None without a question) and each score
+    by its judgment name (only for an answered question; None where that judge failed)."""
+
+    answer_key: str | None = None
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+
 def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, qkey: str) -> str:
+    # The candidate identity is one part of the key (a list), as it has always been: keys stay stable.
     return work_key("ba", ctx.candidate_identity(ccfg), qkey)
-
-
-def _tidy(text: str) -> str:
-    return " ".join(text.split())
 
 
 async def run_baselines(
     ctx: RunContext[Config],
-    units: list[dict[str, Any]],
+    units: list[KnowledgeUnit],
     candidates: list[tuple[CandidateConfig, Candidate]],
     chunks: dict[str, Chunk],
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """Run the per-unit baseline; returns candidate -> unit_id -> outcome (answer key, verdicts, scores)."""
+) -> dict[str, dict[str, BaselineOutcome]]:
+    """Run the per-unit baseline; returns candidate -> unit_id -> outcome."""
     cfg = ctx.settings
     examiner = ctx.role("examiner")
     version = prompt_version(PROMPT)
 
-    def passage(u: dict[str, Any]) -> str:
-        chunk = chunks.get(u["chunk_id"] or "")
-        return chunk.text if chunk is not None else (u.get("evidence") or u["description"])
+    def passage(u: KnowledgeUnit) -> str:
+        chunk = chunks.get(u.chunk_id or "")
+        return chunk.text if chunk is not None else (u.evidence or u.description)
 
     tasks = [
         QuestionTask(
-            work_key(
-                "bq", u["unit_id"], u["chunk_id"], version, examiner.provider.identity(), ctx.config.seed
-            ),
-            {"passage": passage(u), "keyword": u["keyword"], "description": u["description"]},
+            work_key("bq", u.unit_id, u.chunk_id, version, examiner.provider.identity(), ctx.config.seed),
+            {"passage": passage(u), "keyword": u.keyword, "description": u.description},
             seed=ctx.config.seed,
-            source_chunk_ids=list(u["chunk_ids"]),
-            unit_id=u["unit_id"],
+            source_chunk_ids=list(u.chunk_ids),
+            unit_id=u.unit_id,
         )
         for u in units
     ]
@@ -94,7 +103,7 @@ async def run_baselines(
         output=BaselineQuestion,
         role=ROLES["question"],
         description="baseline: per-unit questions",
-        tidy=_tidy,
+        tidy=lambda text: " ".join(text.split()),
     )
     questions = {o.unit.unit_id: o.value for o in written if o.value is not None}
 
@@ -102,7 +111,7 @@ async def run_baselines(
         AnswerTask(answer_key(ctx, ccfg, q.question_id), cand, q)
         for ccfg, cand in candidates
         for u in units
-        if (q := questions.get(u["unit_id"])) is not None
+        if (q := questions.get(u.unit_id)) is not None
     ]
     answers = await answer_questions(
         ctx, answer_tasks, output=BaselineAnswer, role=ROLES["answer"], description="baseline: answers"
@@ -141,19 +150,12 @@ async def run_baselines(
             ctx.store.put_judgment(k, name, verdict=None, score=v, reason=None)
             scores[k][name] = v
 
-    out: dict[str, dict[str, dict[str, Any]]] = {c.name: {} for _, c in candidates}
+    out: dict[str, dict[str, BaselineOutcome]] = {c.name: {} for _, c in candidates}
     for ccfg, cand in candidates:
         for u in units:
-            q = questions.get(u["unit_id"])
-            rec: dict[str, Any] = {"answer_key": None, "status": "no_question" if q is None else "error"}
-            if q is not None:
-                akey = answer_key(ctx, ccfg, q.question_id)
-                rec["answer_key"] = akey
-                if akey in answered:
-                    rec["status"] = "answered"
-                    for name in (*(JUDGE_NAMES[k] for k in judges), *classic):
-                        rec[name] = scores[akey].get(name)
-            out[cand.name][u["unit_id"]] = rec
+            q = questions.get(u.unit_id)
+            akey = answer_key(ctx, ccfg, q.question_id) if q is not None else None
+            out[cand.name][u.unit_id] = BaselineOutcome(akey, scores.get(akey or "", {}))
     return out
 
 
@@ -183,7 +185,7 @@ def rouge_l_scores(preds: list[str], refs: list[str]) -> list[float]:
     return [round(float(scorer.score(r, p)["rougeL"].fmeasure), 6) for p, r in zip(preds, refs, strict=True)]
 
 
-def embedding_scores(embedder: Any, preds: list[str], refs: list[str]) -> list[float]:
+def embedding_scores(embedder: Embedder, preds: list[str], refs: list[str]) -> list[float]:
     """Cosine similarity of answer and reference embeddings (rows are unit-normalised)."""
     if not preds:
         return []

@@ -7,27 +7,28 @@ answer prompt and reply budget (`reckon.answer_max_tokens`); the per-unit baseli
 
 from __future__ import annotations
 
-from typing import Any
-
 from proctor.candidates import Candidate
 from proctor.config import CandidateConfig
 from proctor.prompts import render_messages
 from proctor.protocols.context import RunContext
+from proctor.protocols.reckon.config import Config
 
 PROMPT = "reckon/answer"
 
 
 def build_candidates(
-    ctx: RunContext[Any], max_tokens: int | None = None
+    ctx: RunContext[Config], max_tokens: int | None = None
 ) -> list[tuple[CandidateConfig, Candidate]]:
     """One Candidate per configured candidate; retrievers are the run's shared ones, so RECKON and the
     baseline search the same indexes."""
     return [(c, ctx.candidate(c, max_tokens=max_tokens)) for c in ctx.config.candidates]
 
 
-async def answer_cluster_question(cand: Candidate, question: str, gold_ids: list[str]) -> dict[str, Any]:
-    """The candidate's reply to a cluster question (with retrieved passages for a RAG candidate)."""
+async def answer_cluster_question(
+    cand: Candidate, question: str, gold_ids: list[str]
+) -> tuple[str, list[str]]:
+    """The candidate's reply to a cluster question, and the passages a RAG candidate retrieved for it."""
     context = cand.context_for(question, gold_ids)
     messages = render_messages(PROMPT, question=question, context=[c.text for c in context])
     reply = await cand.reply(messages)
-    return {"answer": reply["content"], "retrieved_ids": [c.chunk_id for c in context]}
+    return reply["content"], [c.chunk_id for c in context]

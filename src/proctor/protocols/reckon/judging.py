@@ -11,7 +11,7 @@ sentence) -> correct / incorrect / uncovered, with a reason. The prompt makes th
 truth even where it contradicts the judge's world knowledge. With `judge_mode: cluster` one call judges
 all of an answer's excerpts that need stage 2, each against its own reference (one JSON field per unit),
 so the rules are sent once per cluster instead of once per unit; a unit missing from the reply or with an
-invalid verdict is recorded as an error (cause "unparseable") and the others are kept. Either way each
+invalid verdict is recorded as an error (cause "invalid_output") and the others are kept. Either way each
 unit gets its own `reckon_verdict` item of the same shape. `judge_mode: unit` makes one call per unit.
 """
 
@@ -22,11 +22,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
+from proctor.errors import StepError
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.units import normalise
-from proctor.protocols.steps import Payload
+from proctor.protocols.reckon.units import KnowledgeUnit, normalise
+from proctor.protocols.steps import Failure, Payload
 
 VERDICTS = ("correct", "incorrect", "uncovered")
 NOT_MENTIONED = "not mentioned"
@@ -130,12 +133,20 @@ class UnitVerdict(Payload):
     stage: str = "judge"
 
 
+class UnitReply(BaseModel):
+    """The cluster judge's verdict and reason on one unit, or why the reply has none for it."""
+
+    verdict: str | None = None
+    reason: str = ""
+    error: str | None = None
+
+
 class ClusterVerdicts(Payload):
-    """One cluster-judge reply: per verdict key, the unit's verdict and reason, or why it is missing."""
+    """One cluster-judge reply, per verdict key."""
 
     KIND: ClassVar[str] = "reckon_verdict_batch"
     answer_key: str
-    verdicts: dict[str, dict[str, str]]
+    verdicts: dict[str, UnitReply]
 
 
 @dataclass(frozen=True)
@@ -143,21 +154,21 @@ class ExtractJob:
     key: str
     answer_key: str
     answer: str
-    units: list[dict[str, Any]]
+    units: list[KnowledgeUnit]
 
 
 def extract_jobs(
-    ctx: RunContext[Config], answer_key: str, answer: str, units: list[dict]
+    ctx: RunContext[Config], answer_key: str, answer: str, units: list[KnowledgeUnit]
 ) -> list[ExtractJob]:
     judge = ctx.role("judge")
     if ctx.settings.extract_mode == "cluster":
         version = prompt_version(EXTRACT_PROMPT)
-        key = work_key("rx", answer_key, [u["unit_id"] for u in units], version, judge.provider.identity())
+        key = work_key("rx", answer_key, [u.unit_id for u in units], version, judge.provider.identity())
         return [ExtractJob(key, answer_key, answer, units)]
     version = prompt_version(EXTRACT_UNIT_PROMPT)
     return [
         ExtractJob(
-            work_key("rxu", answer_key, u["unit_id"], version, judge.provider.identity()),
+            work_key("rxu", answer_key, u.unit_id, version, judge.provider.identity()),
             answer_key,
             answer,
             [u],
@@ -180,7 +191,7 @@ async def run_extraction(
                 EXTRACT_PROMPT,
                 answer=job.answer,
                 units=[
-                    {"label": n, "keyword": u["keyword"], "description": u["description"]}
+                    {"label": n, "keyword": u.keyword, "description": u.description}
                     for n, u in zip(names, job.units, strict=True)
                 ],
                 not_mentioned=NOT_MENTIONED,
@@ -191,20 +202,20 @@ async def run_extraction(
                 temperature=0.0,
                 max_tokens=cfg.extract_max_tokens,
             )
-            excerpts = {u["unit_id"]: str(c.parsed[n]) for n, u in zip(names, job.units, strict=True)}
+            excerpts = {u.unit_id: str(c.parsed[n]) for n, u in zip(names, job.units, strict=True)}
         else:
             u = job.units[0]
             messages = render_messages(
                 EXTRACT_UNIT_PROMPT,
                 answer=job.answer,
-                keyword=u["keyword"],
-                description=u["description"],
+                keyword=u.keyword,
+                description=u.description,
                 not_mentioned=NOT_MENTIONED,
             )
             c = await judge.generate(
                 messages, json_schema=UNIT_EXTRACT_SCHEMA, temperature=0.0, max_tokens=cfg.extract_max_tokens
             )
-            excerpts = {u["unit_id"]: str(c.parsed["related"])}
+            excerpts = {u.unit_id: str(c.parsed["related"])}
         return Extraction(answer_key=job.answer_key, round=round_no, excerpts=excerpts)
 
     outcomes = await ctx.map(
@@ -217,7 +228,7 @@ async def run_extraction(
         context=lambda j: {
             "answer_key": j.answer_key,
             "round": round_no,
-            "unit_ids": [u["unit_id"] for u in j.units],
+            "unit_ids": [u.unit_id for u in j.units],
         },
     )
     return {o.key: o.value for o in outcomes if o.value is not None}
@@ -236,34 +247,49 @@ def verdict_key(ctx: RunContext[Config], answer_key: str, unit_id: str) -> str:
 class JudgeJob:
     key: str
     pending: UnitVerdict  # everything but the verdict and its reason
-    unit: dict[str, Any]
+    unit: KnowledgeUnit
+    uncovered: str | None = None  # why stage 1 already settles the unit as uncovered (no stage-2 call)
 
 
 def _verdict(job: JudgeJob, verdict: str, reason: Any) -> UnitVerdict:
     return job.pending.model_copy(update={"verdict": verdict, "reason": " ".join(str(reason).split())})
 
 
-def new_evidence(unit: dict[str, Any]) -> str:
+def new_evidence(unit: KnowledgeUnit) -> str:
     """The unit's source sentence, or "" when the description already contains it word for word (it would
     only repeat the fact in every cluster-judge prompt)."""
-    evidence = unit.get("evidence") or ""
-    return "" if normalise(evidence) in normalise(unit["description"]) else evidence
+    evidence = unit.evidence or ""
+    return "" if normalise(evidence) in normalise(unit.description) else evidence
 
 
 async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]) -> dict[str, UnitVerdict]:
-    """Stage 2 for units with an excerpt; one `reckon_verdict` item per unit. Returns the verdicts."""
-    if ctx.settings.judge_mode == "cluster":
-        return await _judge_clusters(ctx, round_no, jobs)
+    """Stage 2: one `reckon_verdict` item per job; a job stage 1 settled is uncovered without a call.
+    Returns the verdicts given, by key: stage 1's first, then the judge's, each in job order."""
     cfg = ctx.settings
     judge = ctx.role("judge")
+    settled = [j for j in jobs if j.uncovered is not None]
+    to_judge = [j for j in jobs if j.uncovered is None]
+    replies: dict[str, UnitReply | Failure] = {}
+    if cfg.judge_mode == "cluster":
+        replies = await _judge_clusters(ctx, round_no, to_judge)
 
     async def judge_unit(job: JudgeJob) -> UnitVerdict:
+        if job.uncovered is not None:
+            update = {"verdict": "uncovered", "reason": job.uncovered, "stage": "extract"}
+            return job.pending.model_copy(update=update)
+        if cfg.judge_mode == "cluster":
+            reply = replies[job.key]
+            if isinstance(reply, Failure):
+                raise StepError(reply.message, cause=reply.cause)
+            if reply.verdict is None:
+                raise StepError(reply.error or "cluster judge: no verdict", cause="invalid_output")
+            return _verdict(job, reply.verdict, reply.reason)
         u = job.unit
         messages = render_messages(
             JUDGE_PROMPT,
-            keyword=u["keyword"],
-            description=u["description"],
-            evidence=u.get("evidence") or "",
+            keyword=u.keyword,
+            description=u.description,
+            evidence=u.evidence or "",
             excerpt=job.pending.excerpt,
         )
         c = await judge.generate(
@@ -272,8 +298,8 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         return _verdict(job, c.parsed["verdict"], c.parsed["reason"])
 
     outcomes = await ctx.map(
-        f"reckon round {round_no}: judging",
-        jobs,
+        f"reckon round {round_no}: " + ("verdicts" if cfg.judge_mode == "cluster" else "judging"),
+        settled + to_judge,
         judge_unit,
         key=lambda j: j.key,
         role=JUDGE_ROLE,
@@ -285,10 +311,10 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
 
 async def _judge_clusters(
     ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]
-) -> dict[str, UnitVerdict]:
-    """One call per answer (= candidate and cluster question) for all its units that need stage 2. The
-    reply is stored whole; each unit then gets its own `reckon_verdict` item, a unit missing from the reply
-    or with an invalid verdict an error item with cause "unparseable" (the others are kept)."""
+) -> dict[str, UnitReply | Failure]:
+    """One call per answer (= candidate and cluster question) for all its units that need stage 2, stored
+    whole as a `reckon_verdict_batch` item. Returns, per job key, the reply on its unit (a verdict, or why
+    there is none: missing from the reply or an invalid verdict), or the failure of its call."""
     cfg = ctx.settings
     judge = ctx.role("judge")
     version = prompt_version(JUDGE_CLUSTER_PROMPT)
@@ -306,8 +332,8 @@ async def _judge_clusters(
         items = [
             {
                 "label": n,
-                "keyword": j.unit["keyword"],
-                "description": j.unit["description"],
+                "keyword": j.unit.keyword,
+                "description": j.unit.description,
                 "evidence": new_evidence(j.unit),
                 "excerpt": j.pending.excerpt,
             }
@@ -324,10 +350,10 @@ async def _judge_clusters(
             field = c.parsed.get(n) or {}
             verdict = str(field.get("verdict") or "").strip().lower()
             if verdict in VERDICTS:
-                verdicts[j.key] = {"verdict": verdict, "reason": str(field.get("reason") or "")}
+                verdicts[j.key] = UnitReply(verdict=verdict, reason=str(field.get("reason") or ""))
             else:
                 why = "missing from the reply" if n not in c.parsed else f"invalid verdict {verdict!r}"
-                verdicts[j.key] = {"error": f"cluster judge: {n} {why}"}
+                verdicts[j.key] = UnitReply(error=f"cluster judge: {n} {why}")
         return ClusterVerdicts(answer_key=group[0].pending.answer_key, verdicts=verdicts)
 
     outcomes = await ctx.map(
@@ -342,25 +368,12 @@ async def _judge_clusters(
             "unit_ids": [j.pending.unit_id for j in b[1]],
         },
     )
-    out: dict[str, UnitVerdict] = {}
+    replies: dict[str, UnitReply | Failure] = {}
     for o in outcomes:
         for j in o.unit[1]:
-            got = o.value.verdicts.get(j.key) if o.value is not None else None
-            if got is not None and "error" not in got:
-                out[j.key] = _verdict(j, got["verdict"], got["reason"])
-                ctx.store.put_item(j.key, UnitVerdict.KIND, out[j.key].model_dump(mode="json"))
-                continue
-            if got is not None:
-                error, cause = got["error"], "unparseable"
+            if o.value is not None:
+                replies[j.key] = o.value.verdicts.get(j.key) or UnitReply(error="cluster judge: no reply")
             else:
                 assert o.failure is not None
-                error, cause = o.failure.message, o.failure.cause
-            ctx.store.put_item(
-                j.key,
-                UnitVerdict.KIND,
-                j.pending.model_dump(mode="json"),
-                status="error",
-                error=error,
-                error_cause=cause,
-            )
-    return out
+                replies[j.key] = o.failure
+    return replies

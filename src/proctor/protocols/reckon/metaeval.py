@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
@@ -31,6 +32,9 @@ from sklearn.metrics import cohen_kappa_score
 
 from proctor.errors import UserError
 from proctor.records import read_records
+
+if TYPE_CHECKING:
+    from proctor.protocols.reckon.run import ReckonItem
 
 LABELS = {"correct": 1, "incorrect": 0}
 
@@ -86,16 +90,17 @@ def _corr(x: list[float], y: list[float]) -> dict[str, float | None]:
 
 
 def meta_evaluate(
-    items: list[dict[str, Any]], labels: dict[str, int], methods: dict[str, float | None]
+    items: Sequence[ReckonItem], labels: dict[str, int], methods: dict[str, float | None]
 ) -> dict[str, Any]:
-    """`items` carry `item_id`, `candidate` and `scores: {method: score or None}`; `methods` maps each
-    method to its threshold (None for methods that already give 0/1)."""
-    by_id = {it["item_id"]: it for it in items}
+    """`items` are the run's (candidate, unit) items; of each, its `item_id`, `candidate` and `scores`
+    ({method: score or None}) are read. `methods` maps each method to its threshold (None for methods that
+    already give 0/1)."""
+    by_id = {it.item_id: it for it in items}
     matched = [i for i in labels if i in by_id]
-    candidates = list(dict.fromkeys(it["candidate"] for it in items))
+    candidates = list(dict.fromkeys(it.candidate for it in items))
     human_by_cand: dict[str, list[int]] = {}
     for i in matched:
-        human_by_cand.setdefault(by_id[i]["candidate"], []).append(labels[i])
+        human_by_cand.setdefault(by_id[i].candidate, []).append(labels[i])
     result: dict[str, Any] = {
         "n_labels": len(labels),
         "matched": len(matched),
@@ -108,9 +113,9 @@ def meta_evaluate(
     }
     for method, threshold in methods.items():
         pairs = [
-            (labels[i], float(s), by_id[i]["candidate"])
+            (labels[i], float(s), by_id[i].candidate)
             for i in matched
-            if (s := by_id[i]["scores"].get(method)) is not None
+            if (s := by_id[i].scores.get(method)) is not None
         ]
         human = [h for h, _, _ in pairs]
         cont = [s for _, s, _ in pairs]

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.units import KnowledgeUnit
 from proctor.protocols.steps import Payload
 
 QUESTION_TYPES = ("who", "what", "where", "when", "how", "why", "other")
@@ -67,17 +68,17 @@ class ClusterQuestion(Payload):
 
 
 async def generate_questions(
-    ctx: RunContext[Config], round_no: int, clusters: dict[str, list[dict[str, Any]]]
+    ctx: RunContext[Config], round_no: int, clusters: dict[str, list[KnowledgeUnit]]
 ) -> dict[str, ClusterQuestion]:
     """`clusters` maps question key -> the cluster's units; returns the questions written, by key."""
     examiner = ctx.role("examiner")
     version = prompt_version(PROMPT)
 
-    async def write(cluster: tuple[str, list[dict[str, Any]]]) -> ClusterQuestion:
+    async def write(cluster: tuple[str, list[KnowledgeUnit]]) -> ClusterQuestion:
         key, units = cluster
         messages = render_messages(
             PROMPT,
-            units=[{"keyword": u["keyword"], "description": u["description"]} for u in units],
+            units=[{"keyword": u.keyword, "description": u.description} for u in units],
             followup=round_no > 1,
             invitation=INVITATION,
         )
@@ -94,7 +95,7 @@ async def generate_questions(
             center=" ".join(str(c.parsed["center"]).split())[:120] or "(unnamed)",
             question_type=c.parsed["question_type"],
             question=with_invitation(str(c.parsed["question"])),
-            unit_ids=[u["unit_id"] for u in units],
+            unit_ids=[u.unit_id for u in units],
             prompt_version=version,
             generator=examiner.spec,
         )
@@ -106,6 +107,6 @@ async def generate_questions(
         key=lambda c: c[0],
         role=ROLE,
         output=ClusterQuestion,
-        context=lambda c: {"question_id": c[0], "round": round_no, "unit_ids": [u["unit_id"] for u in c[1]]},
+        context=lambda c: {"question_id": c[0], "round": round_no, "unit_ids": [u.unit_id for u in c[1]]},
     )
     return {o.key: o.value for o in outcomes if o.value is not None}

@@ -2,7 +2,8 @@
 
 Reads: the artifact `reckon` (unit stats, per-candidate scores and breakdowns, round logs, round-1
 clusters, 2-D map, cost, meta-evaluation, examples, uncovered units), the metrics `accuracy.reckon`
-per candidate, and the items `reckon_unit`, `reckon_item` and `baseline_answer` for the unit browser.
+per candidate, and the items `KnowledgeUnit`, `ReckonItem`, `BaselineQuestion` and `BaselineAnswer` (read
+typed) for the unit browser.
 Every string from the store is escaped by the template.
 """
 
@@ -11,7 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from proctor.protocols.reckon import plots as plots_reckon
-from proctor.protocols.reckon.baselines import BaselineAnswer
+from proctor.protocols.reckon.baselines import JW_OR, JW_R, BaselineAnswer, BaselineQuestion
+from proctor.protocols.reckon.run import ReckonItem
+from proctor.protocols.reckon.units import KnowledgeUnit
+from proctor.protocols.steps import read_items
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
@@ -33,30 +37,34 @@ BROWSER_LIMIT = 500
 
 def _unit_browser(store: RunStore, candidates: list[str]) -> list[dict[str, Any]]:
     """Units with every candidate's RECKON and baseline outcome (the first BROWSER_LIMIT units)."""
-    units = [u["data"] for u in store.items("reckon_unit")][:BROWSER_LIMIT]
-    items = {
-        (it["data"]["unit_id"], it["data"]["candidate"]): it["data"] for it in store.items("reckon_item")
-    }
-    baseline = {a["key"]: a["data"] for a in store.items(BaselineAnswer.KIND)}
+    units = [u for _, u in read_items(store, KnowledgeUnit)][:BROWSER_LIMIT]
+    items = {(it.unit_id, it.candidate): it for _, it in read_items(store, ReckonItem)}
+    answers = dict(read_items(store, BaselineAnswer))
+    questions = {q.unit_id: q for _, q in read_items(store, BaselineQuestion)}
     judged: dict[str, dict[str, Any]] = {}
     for j in store.judgments():
-        if j["item_key"] in baseline:
+        if j["item_key"] in answers:
             judged.setdefault(j["item_key"], {})[j["judge"]] = j
     rows = []
     for u in units:
         per = []
         for c in candidates:
-            it = items.get((u["unit_id"], c))
+            it = items.get((u.unit_id, c))
             if it is None:
                 continue
-            b = baseline.get(it.get("baseline_answer_key") or "")
-            bj = judged.get(it.get("baseline_answer_key") or "", {})
+            key = it.baseline_answer_key or ""
+            baseline: dict[str, Any] | None = None
+            if key in answers:
+                baseline = answers[key].model_dump()
+            elif key and (q := questions.get(u.unit_id)) is not None:  # asked, the answer failed
+                baseline = {"question": q.question, "reference_answer": q.reference_answer, "answer": None}
+            bj = judged.get(key, {})
             per.append(
                 {
-                    **it,
-                    "baseline": b,
-                    "jwr": bj.get("llm_with_reference"),
-                    "jwor": bj.get("llm_without_reference"),
+                    **it.model_dump(),
+                    "baseline": baseline,
+                    "jwr": bj.get(JW_R),
+                    "jwor": bj.get(JW_OR),
                 }
             )
         rows.append({"unit": u, "items": per})

@@ -38,6 +38,7 @@ from proctor.protocols.reckon.judging import (
     verdict_key,
 )
 from proctor.protocols.reckon.questions import ClusterQuestion, generate_questions, question_key
+from proctor.protocols.reckon.units import KnowledgeUnit
 from proctor.protocols.steps import Payload
 
 ANSWER_ROLE = "reckon:answer"
@@ -109,14 +110,19 @@ def _seed(base: int, round_no: int, unit_ids: list[str]) -> int:
     return (base + int(work_key("seed", round_no, unit_ids)[-8:], 16)) % (2**31 - 1)
 
 
+def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, question_key: str) -> str:
+    # The candidate identity is one part of the key (a list), as it has always been: keys stay stable.
+    return work_key("ra", ctx.candidate_identity(ccfg), ctx.settings.answer_max_tokens, question_key)
+
+
 def _clusters_for(
     cfg: Config,
-    units_by_id: dict[str, dict],
+    units_by_id: dict[str, KnowledgeUnit],
     index: dict[str, int],
     vectors: np.ndarray,
     ids: list[str],
     seed: int,
-) -> list[list[dict[str, Any]]]:
+) -> list[list[KnowledgeUnit]]:
     rows = [index[u] for u in ids]
     groups = cluster(
         vectors[rows],
@@ -132,17 +138,17 @@ def _clusters_for(
 
 async def run_rounds(
     ctx: RunContext[Config],
-    units: list[dict[str, Any]],
+    units: list[KnowledgeUnit],
     vectors: np.ndarray,
     candidates: list[tuple[CandidateConfig, Candidate]],
     base_seed: int,
 ) -> RoundsResult:
     cfg = ctx.settings
-    order = [u["unit_id"] for u in units]
+    order = [u.unit_id for u in units]
     all_questions: dict[str, ClusterQuestion] = {}
     all_answers: dict[str, ClusterAnswer] = {}
     all_verdicts: dict[str, UnitVerdict] = {}
-    units_by_id = {u["unit_id"]: u for u in units}
+    units_by_id = {u.unit_id: u for u in units}
     index = {uid: i for i, uid in enumerate(order)}
     result = {c.name: CandidateRounds(c.name, {uid: UnitState() for uid in order}) for _, c in candidates}
     active = list(candidates)
@@ -153,9 +159,9 @@ async def run_rounds(
         # Each candidate's pending units are clustered on their own, so its questions stay compact (its
         # answers and extractions, per cluster, cost more than writing a question); candidates with the
         # same pending set share the clusters and questions (round 1 always does).
-        clusters: dict[str, list[dict[str, Any]]] = {}
-        mine: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        by_pending: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = {}
+        clusters: dict[str, list[KnowledgeUnit]] = {}
+        mine: dict[str, dict[str, list[KnowledgeUnit]]] = {}
+        by_pending: dict[tuple[str, ...], dict[str, list[KnowledgeUnit]]] = {}
         for _, cand in active:
             pending = [uid for uid in order if result[cand.name].states[uid].status not in JUDGED]
             sig = tuple(pending)
@@ -163,22 +169,22 @@ async def run_rounds(
                 groups = _clusters_for(
                     cfg, units_by_id, index, vectors, pending, _seed(base_seed, round_no, pending)
                 )
-                by_pending[sig] = {question_key(ctx, round_no, [u["unit_id"] for u in g]): g for g in groups}
+                by_pending[sig] = {question_key(ctx, round_no, [u.unit_id for u in g]): g for g in groups}
                 clusters.update(by_pending[sig])
             mine[cand.name] = by_pending[sig]
         if round_no == 1:
-            round1 = [(qk, [u["unit_id"] for u in g]) for qk, g in clusters.items()]
+            round1 = [(qk, [u.unit_id for u in g]) for qk, g in clusters.items()]
         questions = await generate_questions(ctx, round_no, clusters)
         all_questions.update(questions)
 
         # Answers.
         answer_plan: list[tuple[str, Candidate, ClusterQuestion]] = []
-        targets: dict[str, list[dict[str, Any]]] = {}  # answer key -> the candidate's units to judge
+        targets: dict[str, list[KnowledgeUnit]] = {}  # answer key -> the candidate's units to judge
         for ccfg, cand in active:
             for qk, units_here in mine[cand.name].items():
                 if qk not in questions:
                     continue
-                akey = work_key("ra", ctx.candidate_identity(ccfg), cfg.answer_max_tokens, qk)
+                akey = answer_key(ctx, ccfg, qk)
                 answer_plan.append((akey, cand, questions[qk]))
                 targets[akey] = units_here
         answers = await _answer(ctx, round_no, answer_plan, clusters)
@@ -195,19 +201,17 @@ async def run_rounds(
             if job.key in extracted:
                 excerpts.setdefault(job.answer_key, {}).update(extracted[job.key].excerpts)
             else:
-                failed_extract.setdefault(job.answer_key, set()).update(u["unit_id"] for u in job.units)
+                failed_extract.setdefault(job.answer_key, set()).update(u.unit_id for u in job.units)
 
         # Stage 2: judging (units with an excerpt found in the answer); uncovered ones need no call.
         judge_jobs = []
-        verdicts: dict[str, UnitVerdict] = {}
         for akey, a in answers.items():
             for u in targets[akey]:
-                uid = u["unit_id"]
+                uid = u.unit_id
                 if uid in failed_extract.get(akey, set()) or uid not in excerpts.get(akey, {}):
                     continue
                 excerpt = excerpts[akey][uid]
                 share = overlap(excerpt, a.answer)
-                vkey = verdict_key(ctx, akey, uid)
                 draft = UnitVerdict(
                     candidate=a.candidate,
                     round=round_no,
@@ -217,19 +221,13 @@ async def run_rounds(
                     excerpt=excerpt,
                     overlap=round(share, 4),
                 )
-                reason = None
+                uncovered = None
                 if is_not_mentioned(excerpt):
-                    reason = "not mentioned in the answer"
+                    uncovered = "not mentioned in the answer"
                 elif share < cfg.excerpt_min_overlap:
-                    reason = f"excerpt not found in the answer ({share:.0%} of its word pairs)"
-                if reason is None:
-                    judge_jobs.append(JudgeJob(vkey, draft, u))
-                    continue
-                verdicts[vkey] = draft.model_copy(
-                    update={"verdict": "uncovered", "reason": reason, "stage": "extract"}
-                )
-                ctx.store.put_item(vkey, UnitVerdict.KIND, verdicts[vkey].model_dump(mode="json"))
-        verdicts.update(await run_judging(ctx, round_no, judge_jobs))
+                    uncovered = f"excerpt not found in the answer ({share:.0%} of its word pairs)"
+                judge_jobs.append(JudgeJob(verdict_key(ctx, akey, uid), draft, u, uncovered))
+        verdicts = await run_judging(ctx, round_no, judge_jobs)
         all_verdicts.update(verdicts)
 
         # Update every active candidate's unit states and decide who stops.
@@ -239,14 +237,14 @@ async def run_rounds(
             new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0}
             n_asked = 0
             for qk, units_here in mine[cand.name].items():
-                akey = work_key("ra", ctx.candidate_identity(ccfg), cfg.answer_max_tokens, qk)
+                akey = answer_key(ctx, ccfg, qk)
                 for u in units_here:
-                    st = cr.states[u["unit_id"]]
+                    st = cr.states[u.unit_id]
                     st.asked += 1
                     n_asked += 1
                     status, state_key = "error", None
                     if akey in answers:
-                        state_key = verdict_key(ctx, akey, u["unit_id"])
+                        state_key = verdict_key(ctx, akey, u.unit_id)
                         v = verdicts.get(state_key)
                         if v is not None and v.verdict in new:
                             status = v.verdict
@@ -291,7 +289,7 @@ async def _answer(
     ctx: RunContext[Config],
     round_no: int,
     plan: list[tuple[str, Candidate, ClusterQuestion]],
-    clusters: dict[str, list[dict[str, Any]]],
+    clusters: dict[str, list[KnowledgeUnit]],
 ) -> dict[str, ClusterAnswer]:
     """Every planned (answer key, candidate, question); returns the answers given, by key."""
 
@@ -309,9 +307,9 @@ async def _answer(
 
     async def answer(unit: tuple[str, Candidate, ClusterQuestion]) -> ClusterAnswer:
         _, cand, q = unit
-        gold = sorted({cid for u in clusters[q.question_id] for cid in u["chunk_ids"]})
-        out = await answer_cluster_question(cand, q.question, gold)
-        return ClusterAnswer(**base(unit), **out)
+        gold = sorted({cid for u in clusters[q.question_id] for cid in u.chunk_ids})
+        text, retrieved_ids = await answer_cluster_question(cand, q.question, gold)
+        return ClusterAnswer(**base(unit), answer=text, retrieved_ids=retrieved_ids)
 
     outcomes = await ctx.map(
         f"reckon round {round_no}: answers",

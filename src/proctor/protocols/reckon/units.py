@@ -1,9 +1,6 @@
 """Step 1: knowledge units. The examiner extracts units from each chunk; exact and near duplicates are
 merged by embedding similarity; units carried over from an earlier run (its uncovered list) are added.
-
-A unit is a dict: unit_id, type, keyword, description, chunk_id (first source chunk), chunk_ids, source,
-evidence (the chunk sentence closest to the unit, for traceability and as judging context), origin
-("corpus" or "carry_over") and merged (the duplicates folded into it).
+A unit is a `KnowledgeUnit` (stored as a `reckon_unit` item).
 """
 
 from __future__ import annotations
@@ -11,9 +8,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 from proctor.corpus.types import Chunk
 from proctor.errors import UserError
@@ -22,6 +20,9 @@ from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.steps import Payload
 from proctor.records import read_records
+
+if TYPE_CHECKING:
+    from proctor.embeddings.base import Embedder
 
 UNIT_TYPES = ("factual", "conceptual", "procedural", "other")
 ROLE = "reckon:units"
@@ -57,17 +58,44 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def unit_text(unit: dict[str, Any]) -> str:
-    """What is embedded for clustering and deduplication."""
-    return f"{unit['keyword']}: {unit['description']}"
+class MergedUnit(BaseModel):
+    """A duplicate folded into a kept unit."""
+
+    unit_id: str
+    keyword: str
+    description: str
+
+
+class KnowledgeUnit(Payload):
+    """One knowledge unit: its first source chunk and all chunks that state it, the chunk sentence closest
+    to it (`evidence`, for traceability and as judging context), where it came from (`origin`: corpus or
+    carry_over) and the duplicates folded into it."""
+
+    KIND: ClassVar[str] = "reckon_unit"
+    unit_id: str
+    type: str
+    keyword: str
+    description: str
+    chunk_id: str | None
+    chunk_ids: list[str]
+    source: str | None = None
+    evidence: str | None = None
+    origin: str = "corpus"
+    merged: list[MergedUnit] = Field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """What is embedded for clustering and deduplication."""
+        return f"{self.keyword}: {self.description}"
 
 
 def make_unit_id(chunk_id: str | None, keyword: str, description: str) -> str:
     return work_key("ku", chunk_id, normalise(keyword), normalise(description))
 
 
-def select_chunks(ctx: RunContext[Config], cfg: Config) -> list[Chunk]:
+def select_chunks(ctx: RunContext[Config]) -> list[Chunk]:
     """Chunks named by `reckon.sources` (all if empty), then a seeded sample of `reckon.max_chunks`."""
+    cfg = ctx.settings
     chunks: list[Chunk] = list(ctx.corpus.chunks)
     if cfg.sources:
 
@@ -107,7 +135,9 @@ class ChunkUnits(Payload):
     prompt_version: str
 
 
-async def extract_units(ctx: RunContext[Config], chunks: list[Chunk]) -> tuple[list[dict], dict]:
+async def extract_units(
+    ctx: RunContext[Config], chunks: list[Chunk]
+) -> tuple[list[KnowledgeUnit], dict[str, Any]]:
     """Examiner call per chunk (stored as `reckon_chunk` items); returns units in chunk order and stats."""
     cfg = ctx.settings
     examiner = ctx.role("examiner")
@@ -138,8 +168,8 @@ async def extract_units(ctx: RunContext[Config], chunks: list[Chunk]) -> tuple[l
         output=ChunkUnits,
         context=lambda c: {"chunk_id": c.chunk_id, "source": c.source},
     )
-    units: list[dict[str, Any]] = []
-    stats = {"chunks": len(chunks), "chunks_failed": 0, "extracted": 0, "dropped_empty": 0}
+    units: list[KnowledgeUnit] = []
+    stats: dict[str, Any] = {"chunks": len(chunks), "chunks_failed": 0, "extracted": 0, "dropped_empty": 0}
     for o in outcomes:
         if o.value is None:
             stats["chunks_failed"] += 1
@@ -152,21 +182,20 @@ async def extract_units(ctx: RunContext[Config], chunks: list[Chunk]) -> tuple[l
                 continue
             stats["extracted"] += 1
             units.append(
-                {
-                    "unit_id": make_unit_id(chunk.chunk_id, u["keyword"], u["description"]),
-                    **u,
-                    "chunk_id": chunk.chunk_id,
-                    "chunk_ids": [chunk.chunk_id],
-                    "source": chunk.source,
-                    "evidence": None,
-                    "origin": "corpus",
-                    "merged": [],
-                }
+                KnowledgeUnit(
+                    unit_id=make_unit_id(chunk.chunk_id, u["keyword"], u["description"]),
+                    type=u["type"],
+                    keyword=u["keyword"],
+                    description=u["description"],
+                    chunk_id=chunk.chunk_id,
+                    chunk_ids=[chunk.chunk_id],
+                    source=chunk.source,
+                )
             )
     return units, stats
 
 
-def load_carry_over(path_str: str) -> list[dict[str, Any]]:
+def load_carry_over(path_str: str) -> list[KnowledgeUnit]:
     """Units from a JSONL file (one object per line: keyword, description; optional unit_id, type,
     evidence, chunk_ids, source). Blank lines and lines starting with '#' are skipped."""
     path = Path(path_str).expanduser()
@@ -179,13 +208,12 @@ def load_carry_over(path_str: str) -> list[dict[str, Any]]:
     units = []
     for rec in read_records(path, field="reckon.carry_over", format="jsonl", comments=True):
         raw = rec.data
-        if not isinstance(raw, dict) or _clean(raw) is None:
+        u = _clean(raw) if isinstance(raw, dict) else None
+        if u is None:
             raise UserError(
                 f"reckon.carry_over: {path}, {rec.where}: each line must be a JSON object with non-empty "
                 f'"keyword" and "description" fields.'
             )
-        u = _clean(raw)
-        assert u is not None
         chunk_ids = raw.get("chunk_ids") or ([raw["chunk_id"]] if raw.get("chunk_id") else [])
         chunk_ids = [str(c) for c in chunk_ids]
         unit_id = str(
@@ -193,21 +221,26 @@ def load_carry_over(path_str: str) -> list[dict[str, Any]]:
             or make_unit_id(chunk_ids[0] if chunk_ids else None, u["keyword"], u["description"])
         )
         units.append(
-            {
-                "unit_id": unit_id,
-                **u,
-                "chunk_id": chunk_ids[0] if chunk_ids else None,
-                "chunk_ids": chunk_ids,
-                "source": raw.get("source"),
-                "evidence": raw.get("evidence"),
-                "origin": "carry_over",
-                "merged": [],
-            }
+            KnowledgeUnit(
+                unit_id=unit_id,
+                type=u["type"],
+                keyword=u["keyword"],
+                description=u["description"],
+                chunk_id=chunk_ids[0] if chunk_ids else None,
+                chunk_ids=chunk_ids,
+                source=_text_or_none(raw.get("source")),
+                evidence=_text_or_none(raw.get("evidence")),
+                origin="carry_over",
+            )
         )
     return units
 
 
-def merge_duplicates(units: list[dict[str, Any]], vectors: np.ndarray, threshold: float) -> list[int]:
+def _text_or_none(x: Any) -> str | None:
+    return None if x is None else str(x)
+
+
+def merge_duplicates(units: list[KnowledgeUnit], vectors: np.ndarray, threshold: float) -> list[int]:
     """Fold exact and near duplicates into the first unit they repeat; return the kept indices.
 
     Exact duplicates share normalised keyword and description. Near duplicates have cosine similarity
@@ -225,7 +258,7 @@ def merge_duplicates(units: list[dict[str, Any]], vectors: np.ndarray, threshold
         sims = vectors[start:stop] @ vectors[:stop].T if n else np.zeros((0, 0))
         for j in range(start, stop):
             u = units[j]
-            text = normalise(u["keyword"]) + "|" + normalise(u["description"])
+            text = normalise(u.keyword) + "|" + normalise(u.description)
             if text in by_text:
                 target[j] = by_text[text]
             else:
@@ -238,12 +271,12 @@ def merge_duplicates(units: list[dict[str, Any]], vectors: np.ndarray, threshold
                 by_text[text] = j
             else:
                 root = units[int(target[j])]
-                root["merged"].append(
-                    {"unit_id": u["unit_id"], "keyword": u["keyword"], "description": u["description"]}
+                root.merged.append(
+                    MergedUnit(unit_id=u.unit_id, keyword=u.keyword, description=u.description)
                 )
-                for cid in u["chunk_ids"]:
-                    if cid not in root["chunk_ids"]:
-                        root["chunk_ids"].append(cid)
+                for cid in u.chunk_ids:
+                    if cid not in root.chunk_ids:
+                        root.chunk_ids.append(cid)
     return kept
 
 
@@ -274,10 +307,12 @@ def sentences(text: str) -> list[str]:
 
 
 def attach_evidence(
-    units: list[dict[str, Any]], vectors: np.ndarray, chunks: dict[str, Chunk], embedder: Any
+    units: list[KnowledgeUnit], vectors: np.ndarray, chunks: dict[str, Chunk], embedder: Embedder
 ) -> None:
     """Give each corpus unit the sentence of its chunk that is closest to it (cosine >= 0.3)."""
-    wanted = sorted({u["chunk_id"] for u in units if u["evidence"] is None and u["chunk_id"] in chunks})
+    wanted = sorted(
+        {c for u in units if u.evidence is None and (c := u.chunk_id) is not None and c in chunks}
+    )
     if not wanted:
         return
     sents = {cid: sentences(chunks[cid].text) for cid in wanted}
@@ -290,20 +325,12 @@ def attach_evidence(
         ranges[cid] = (offset, offset + len(sents[cid]))
         offset += len(sents[cid])
     for u, v in zip(units, vectors, strict=True):
-        if u["evidence"] is not None or u["chunk_id"] not in ranges:
+        if u.evidence is not None or u.chunk_id is None or u.chunk_id not in ranges:
             continue
-        a, b = ranges[u["chunk_id"]]
+        a, b = ranges[u.chunk_id]
         if a == b:
             continue
         sims = sv[a:b] @ v
         best = int(sims.argmax())
         if float(sims[best]) >= EVIDENCE_MIN_SIMILARITY:
-            u["evidence"] = flat[a + best]
-
-
-def reference_text(unit: dict[str, Any]) -> str:
-    """The unit's reference as the judge and the classic metrics see it."""
-    ref = f"{unit['keyword']}: {unit['description']}"
-    if unit.get("evidence"):
-        ref += f"\nSource sentence: {unit['evidence']}"
-    return ref
+            u.evidence = flat[a + best]
