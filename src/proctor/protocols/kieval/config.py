@@ -6,52 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from proctor.config_paths import ConfigFile
-
-
-class QuestionsConfig(BaseModel):
-    """Where the seed multiple-choice questions are and which fields hold what. Every field name is
-    optional: left unset, the common layouts (ARC, MMLU, MedQA, the `exam` protocol's JSONL, plain
-    `question`/`choices`/`answer`) are recognised per record; unreadable records are skipped and counted."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: ConfigFile = Field(
-        description="JSONL/JSON, Parquet or CSV/TSV file; a relative path is relative to the config file"
-    )
-    format: Literal["auto", "jsonl", "json", "parquet", "csv", "tsv"] = Field(
-        "auto",
-        description="file format; auto: from the extension (.jsonl/.ndjson, .json, .parquet, .csv, .tsv)",
-    )
-    question_field: str | None = Field(
-        None, description="field with the question text; default: question, input, prompt, query, stem, ..."
-    )
-    choices_field: str | None = Field(
-        None,
-        description="a list, a {label: text} map or ARC's {text, label}; default: choices, options, "
-        "endings, ..., else columns A, B, C, ...",
-    )
-    option_fields: list[str] | None = Field(None, description="one column per option, e.g. [A, B, C, D]")
-    answer_field: str | None = Field(
-        None,
-        description="a letter, a label, an index or the option's text; default: answer_idx, answerKey, "
-        "answer_index, answer, label, target, ...",
-    )
-    answer_index_base: Literal[0, 1] = Field(0, description="integer answers count from 0 (MMLU) or 1")
-    id_field: str | None = Field(
-        None,
-        description="field with a question id; default: id, question_id, qid, ...; none = a hash of the "
-        "question, options and answer",
-    )
-    subject_field: str | None = Field(
-        None,
-        description="field with the question's subject, kept with it; default: subject, category, task, ...",
-    )
-    csv_header: Literal["auto", "yes", "no"] = Field(
-        "auto",
-        description="'yes': the first row names the columns; 'no': columns are question, options..., answer "
-        "(MMLU's original CSVs); 'auto': a header when the first row names a known field",
-    )
+from proctor.protocols.shared.question_file import QuestionsConfig
 
 
 class ConfidentSetConfig(BaseModel):

@@ -1,0 +1,282 @@
+"""Stage 2, the interactive extension: per batch and round, the examiner writes questions at the
+candidate's current tier from the round's knowledge text, the candidate answers, the answers are graded and
+the tier moves. Rounds run one after another (each needs the last one's grades); within a round every
+(candidate, batch) runs concurrently, and every step is a keyed unit, so a killed run resumes mid-round.
+
+A generated question whose answer is not supported by the knowledge text (too few of its content words
+occur there) is dropped and counted; a round whose generation failed or kept nothing asks nothing, is
+counted, and leaves the tier as it was.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from proctor.candidates import Candidate
+from proctor.config import CandidateConfig
+from proctor.errors import StepError
+from proctor.judging.metrics import normalize_answer
+from proctor.models.base import Model
+from proctor.prompts import prompt_version, render_messages
+from proctor.protocols.context import RunContext, work_key
+from proctor.protocols.interview.answers import Ask, grade
+from proctor.protocols.interview.answers import ask as ask_candidates
+from proctor.protocols.interview.base import BaseQuestion
+from proctor.protocols.interview.config import Config
+from proctor.protocols.interview.difficulty import next_tier
+from proctor.protocols.interview.paths import KnowledgeSource, KnowledgeText
+from proctor.protocols.shared.question_file import Difficulty
+from proctor.protocols.steps import Payload
+
+GENERATE_PROMPT = "interview/generate"
+_STOP = frozenset(
+    [
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "from",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "as",
+    ]
+)
+
+
+class GeneratedQuestion(Payload):
+    question: str
+    answer: str
+    support: float  # share of the answer's content words found in the knowledge text
+    kept: bool
+
+
+class GeneratedRound(Payload):
+    """What the examiner wrote for one knowledge text at one tier."""
+
+    KIND: ClassVar[str] = "interview_generated"
+    batch: int
+    round: int
+    tier: Difficulty
+    knowledge_key: str
+    questions: list[GeneratedQuestion]
+
+
+@dataclass
+class Tested:
+    """One graded (or ungradable) question of a candidate's interview on a batch."""
+
+    stage: str  # base | extension
+    round: int
+    question_id: str
+    question: str
+    reference: str
+    answer: str | None
+    difficulty: Difficulty
+    correct: bool | None  # None: the answer or its grading failed (unscored)
+    answer_key: str
+
+
+@dataclass
+class Interview:
+    """A candidate's interview on one batch under one variant."""
+
+    candidate: str
+    batch: int
+    tested: list[Tested]
+    tiers: list[Difficulty]  # after the base questions, then after each round
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # per round: tier, knowledge, generated, asked
+
+    def graded(self) -> list[tuple[Difficulty, bool]]:
+        return [(t.difficulty, t.correct) for t in self.tested if t.correct is not None]
+
+
+def support(answer: str, text: str) -> float:
+    """Share of the answer's content words (normalised as for F1, stop words out) present in the text."""
+    words = [w for w in normalize_answer(answer).split() if w not in _STOP] or normalize_answer(
+        answer
+    ).split()
+    if not words:
+        return 0.0
+    vocab = set(normalize_answer(text).split())
+    return sum(1 for w in words if w in vocab) / len(words)
+
+
+async def generate(
+    ctx: RunContext[Config], units: Sequence[tuple[KnowledgeText, str, Difficulty]]
+) -> dict[tuple[str, Difficulty], GeneratedRound | None]:
+    """(knowledge key, tier) -> the generated questions, for each distinct unit; None where it failed."""
+    cfg = ctx.settings
+    examiner = ctx.role("examiner")
+    version = prompt_version(GENERATE_PROMPT)
+    n = cfg.questions_per_round
+    schema = {
+        "type": "object",
+        "properties": {
+            "questions": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": n,
+                "items": {
+                    "type": "object",
+                    "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
+                    "required": ["question", "answer"],
+                },
+            }
+        },
+        "required": ["questions"],
+    }
+
+    async def write(unit: tuple[KnowledgeText, str, Difficulty]) -> GeneratedRound:
+        know, kkey, tier = unit
+        reply = await examiner.generate(
+            render_messages(GENERATE_PROMPT, text=know.text, tier=tier, n=n, entity=know.seed_name),
+            json_schema=schema,
+            temperature=0.0,
+            max_tokens=cfg.examiner_max_tokens,
+            seed=ctx.config.seed + know.round,
+        )
+        out = []
+        for q in (reply.parsed.get("questions") or [])[:n]:
+            question = " ".join(str(q.get("question", "")).split())
+            answer = " ".join(str(q.get("answer", "")).split())
+            if not question or not answer:
+                continue
+            s = support(answer, know.text)
+            out.append(
+                GeneratedQuestion(
+                    question=question, answer=answer, support=round(s, 4), kept=s >= cfg.support_threshold
+                )
+            )
+        if not out:
+            raise StepError("the examiner wrote no question with an answer", cause="invalid_output")
+        return GeneratedRound(
+            batch=know.batch, round=know.round, tier=tier, knowledge_key=kkey, questions=out
+        )
+
+    distinct = list({(kkey, tier): (k, kkey, tier) for k, kkey, tier in units}.values())
+    outcomes = await ctx.map(
+        "interview: writing extension questions",
+        distinct,
+        write,
+        key=lambda u: work_key(
+            "ig",
+            u[0].text,
+            u[2],
+            u[0].round,
+            n,
+            cfg.support_threshold,
+            examiner.provider.identity(),
+            version,
+            ctx.config.seed,
+        ),
+        role="examiner",
+        output=GeneratedRound,
+        context=lambda u: {"batch": u[0].batch, "round": u[0].round, "tier": u[2], "knowledge_key": u[1]},
+    )
+    return {(o.unit[1], o.unit[2]): o.value for o in outcomes}
+
+
+async def extend(
+    ctx: RunContext[Config],
+    variant: str,
+    candidates: Sequence[tuple[CandidateConfig, Candidate]],
+    batches: Sequence[list[BaseQuestion]],
+    interviews: dict[tuple[str, int], Interview],
+    knowledge: KnowledgeSource,
+    judge: Model,
+    stats: Counter[str],
+    judge_role: str,
+) -> dict[str, KnowledgeText]:
+    """Run the extension rounds of `variant`, appending to each (candidate, batch) interview in place;
+    returns the knowledge texts used, by key."""
+    cfg = ctx.settings
+    adaptive = variant != "no_adaptive"
+    use_graph = variant in ("full", "no_adaptive")
+    used: dict[str, KnowledgeText] = {}
+    for r in range(1, cfg.rounds + 1):
+        texts: dict[int, tuple[str, KnowledgeText]] = {}
+        for batch in batches:
+            b = batch[0].batch
+            know = knowledge.path(batch, r) if use_graph else knowledge.reference(batch, r)
+            kkey = work_key("ik", know.model_dump(mode="json"))
+            ctx.store.put_item(kkey, KnowledgeText.KIND, know.model_dump(mode="json"))
+            texts[b] = (kkey, know)
+            used[kkey] = know
+            stats[f"knowledge_{know.source}"] += 1
+        tier_of = {key: (next_tier(iv.graded()) if adaptive else "medium") for key, iv in interviews.items()}
+        generated = await generate(
+            ctx, [(texts[b][1], texts[b][0], tier_of[(c, b)]) for (c, b) in interviews]
+        )
+        asks: list[Ask] = []
+        by_cand = {cc.name: (cc, cand) for cc, cand in candidates}
+        for (name, b), iv in interviews.items():
+            kkey, know = texts[b]
+            tier = tier_of[(name, b)]
+            gen = generated.get((kkey, tier))
+            info: dict[str, Any] = {"round": r, "tier": tier, "knowledge_key": kkey, "asked": 0}
+            iv.rounds.append(info)
+            if gen is None:
+                stats["rounds_generation_failed"] += 1
+                continue
+            info["generated"] = [q.model_dump() for q in gen.questions]
+            kept = [q for q in gen.questions if q.kept]
+            stats["generated"] += len(gen.questions)
+            stats["unsupported"] += len(gen.questions) - len(kept)
+            if not kept:
+                stats["rounds_without_question"] += 1
+                continue
+            cc, cand = by_cand[name]
+            for i, q in enumerate(kept):
+                qid = work_key("iq", q.question, q.answer)
+                asks.append(
+                    Ask(
+                        key=work_key("iea", variant, ctx.candidate_identity(cc), qid, i),
+                        candidate=cand,
+                        stage="extension",
+                        variant=variant,
+                        batch=b,
+                        round=r,
+                        question_id=qid,
+                        question=q.question,
+                        reference=q.answer,
+                        difficulty=tier,
+                        gold_ids=tuple(know.chunk_ids),
+                    )
+                )
+                info["asked"] += 1
+        outcomes = await ask_candidates(ctx, asks, f"interview ({variant}): extension round {r}")
+        verdicts = await grade(ctx, outcomes, judge, role=judge_role)
+        for o in outcomes:
+            a = o.unit
+            interviews[(a.candidate.name, a.batch)].tested.append(
+                Tested(
+                    stage="extension",
+                    round=r,
+                    question_id=a.question_id,
+                    question=a.question,
+                    reference=a.reference,
+                    answer=o.value.answer if o.value is not None else None,
+                    difficulty=a.difficulty,
+                    correct=verdicts.get(o.key),
+                    answer_key=o.key,
+                )
+            )
+        for iv in interviews.values():
+            iv.tiers.append(next_tier(iv.graded()) if adaptive else "medium")
+    return used
