@@ -322,3 +322,69 @@ def test_bad_source_is_a_user_error(interview_config: Any, tmp_path: Path) -> No
 
     with pytest.raises(UserError, match=r"interview\.from_run"):
         run_config(cfg, out=tmp_path / "runs", show_progress=False)
+
+
+# --- crash mid-extension, then resume ------------------------------------------------------------------
+
+RESUME_CALLS: Counter[str] = Counter()
+CRASH: dict[str, int | None] = {"after": None}
+
+
+class InjectedCrash(RuntimeError):
+    """Not a model error: it escapes the protocol like the death of the process would."""
+
+
+def _crashing(role: str, fn: Any) -> Any:
+    def script(messages: list[dict[str, Any]], params: Any) -> str:
+        text = next(m["content"] for m in messages if m["role"] == "user")
+        extension = role == "candidate" and "Spell the name" in text
+        limit = CRASH["after"]
+        if limit is not None and (
+            RESUME_CALLS["crashed"] or (extension and RESUME_CALLS["extension"] >= limit)
+        ):
+            RESUME_CALLS["crashed"] = 1
+            raise InjectedCrash("killed mid-extension")
+        RESUME_CALLS[role] += 1
+        RESUME_CALLS["extension"] += extension
+        return str(fn(messages, params))
+
+    return script
+
+
+register_script("iv-r-examiner", _crashing("examiner", examiner))
+register_script("iv-r-judge", _crashing("judge", judge))
+register_script("iv-r-candidate", _crashing("candidate", candidate))
+
+
+def test_crash_during_extension_then_resume_repeats_no_stored_call(
+    interview_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = interview_config(
+        "  rounds: 3", candidates="  - {name: c1, model: cand}\n  - {name: c2, model: cand, max_tokens: 64}"
+    )
+    text = cfg.read_text().replace("scripted/iv-", "scripted/iv-r-").replace("  rounds: 2\n", "")
+    cfg.write_text(text)
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache-ref"))
+    RESUME_CALLS.clear()
+    CRASH["after"] = None
+    reference = run_config(cfg, out=tmp_path / "ref", show_progress=False)
+    ref_calls = sum(v for k, v in RESUME_CALLS.items() if k != "extension")
+    assert RESUME_CALLS["extension"] >= 6
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache-1"))
+    RESUME_CALLS.clear()
+    CRASH["after"] = 3
+    with pytest.raises(InjectedCrash):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    crashed_calls = sum(v for k, v in RESUME_CALLS.items() if k not in ("extension", "crashed"))
+    run_dir = next((tmp_path / "runs").iterdir())
+
+    # Resume with an EMPTY cache: only the run store can spare the calls made before the crash.
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache-2"))
+    RESUME_CALLS.clear()
+    CRASH["after"] = None
+    resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
+    assert resumed.run_dir == run_dir
+    resumed_calls = sum(v for k, v in RESUME_CALLS.items() if k != "extension")
+    assert crashed_calls + resumed_calls == ref_calls  # every call made exactly once
+    assert resumed.summary["variants"] == reference.summary["variants"]
