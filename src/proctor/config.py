@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from proctor.agents.config import AgentConfig
 from proctor.config_paths import config_dir
 from proctor.corpus.config import CorpusConfig
 from proctor.errors import UserError
@@ -61,15 +62,49 @@ class ModelConfig(Strict):
         return v
 
 
+class HttpCandidateConfig(Strict):
+    """A user's service answering over HTTP (see `proctor.candidates.kinds` for the JSON contract)."""
+
+    url: str = Field(description="POST endpoint, e.g. http://127.0.0.1:8000/answer")
+    headers_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="header name -> environment variable holding its value (secrets stay out of configs)",
+    )
+    timeout_s: float = Field(60.0, gt=0)
+
+
 class CandidateConfig(Strict):
-    """A system under test: an LLM, optionally behind a retriever (RAG)."""
+    """A system under test — one kind: an LLM (`model`), optionally behind a retriever (RAG); an agent
+    (`model` + `agent`: a workflow over an environment); a user's Python callable (`python`); or a user's
+    HTTP service (`http`)."""
 
     name: str
-    model: str = Field(description="a key of `models`")
+    model: str | None = Field(None, description="a key of `models` (LLM and agent candidates)")
     retriever: Literal["closed_book", "bm25", "dense", "hybrid", "oracle"] = "closed_book"
     k: int = Field(3, ge=1, le=50)
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(256, ge=1)
+    agent: AgentConfig | None = Field(None, description="the LLM acts through tools (see the Agents section)")
+    python: str | None = Field(
+        None, description="'mypkg.rag:answer' or 'path/to/file.py:answer' — a sync or async callable"
+    )
+    http: HttpCandidateConfig | None = None
+
+    @property
+    def kind(self) -> str:
+        return "agent" if self.agent else "python" if self.python else "http" if self.http else "llm"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> CandidateConfig:
+        external = [k for k, v in (("python", self.python), ("http", self.http)) if v]
+        if len(external) > 1 or (external and (self.model or self.agent)):
+            raise ValueError(
+                f"candidate '{self.name}': give one kind — `model` (an LLM, optionally with `agent`), "
+                f"`python` or `http`"
+            )
+        if not external and not self.model:
+            raise ValueError(f"candidate '{self.name}': `model` is required (a key of `models`)")
+        return self
 
 
 class RunConfig(Strict):
@@ -135,7 +170,7 @@ class RunConfig(Strict):
                 )
         seen = set()
         for i, c in enumerate(self.candidates):
-            if c.model not in names:
+            if c.model is not None and c.model not in names:
                 raise ValueError(
                     f"candidates[{i}].model refers to '{c.model}', not a key of `models` {sorted(names)}"
                 )

@@ -1,9 +1,10 @@
-"""The system under test: a plain LLM or a RAG pipeline (retriever + LLM), behind one interface."""
+"""The system under test, behind one interface (`SystemUnderTest`): a plain LLM or a RAG pipeline
+(retriever + LLM) here; an agent, a user's Python callable or a user's HTTP service in `kinds`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from proctor.corpus.types import Chunk
 from proctor.models.base import Model
@@ -18,6 +19,22 @@ class Answer:
     logprobs: list[TokenLogprob] | None = None
     context_ids: list[str] = field(default_factory=list)
     trace: dict[str, Any] = field(default_factory=dict)
+
+
+class SystemUnderTest(Protocol):
+    """What protocols ask: a one-shot answer (with options for multiple choice) and a conversational reply;
+    `context_for` gives the passages a RAG candidate would retrieve (none for other kinds)."""
+
+    name: str
+    retriever: Any
+
+    async def answer(
+        self, question: str, choices: list[str] | None = None, *, gold_ids: list[str] | None = None
+    ) -> Answer: ...
+
+    async def reply(self, history: list[Message]) -> Message: ...
+
+    def context_for(self, question: str, gold_ids: list[str] | None = None) -> list[Chunk]: ...
 
 
 class Candidate:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 import numpy as np
 from pydantic import BaseModel
 
-from proctor.candidates import Candidate
+from proctor.agents.tools import Toolbox
+from proctor.candidates import Candidate, SystemUnderTest
 from proctor.config import CandidateConfig, RunConfig
 from proctor.errors import UserError
 from proctor.models.base import Model
@@ -55,6 +56,7 @@ class RunContext(Generic[S]):
     _embedder: Embedder | None = field(default=None, repr=False)
     _corpus: Corpus | None = field(default=None, repr=False)
     _retrievers: dict[str, Retriever] = field(default_factory=dict, repr=False)
+    _environments: dict[str, Callable[[], Toolbox]] = field(default_factory=dict, repr=False)
 
     @property
     def settings(self) -> S:
@@ -112,12 +114,23 @@ class RunContext(Generic[S]):
         return self._retrievers[kind]
 
     # --- candidates ---------------------------------------------------------------------------------
-    def candidate(self, c: CandidateConfig, *, max_tokens: int | None = None) -> Candidate:
+    def candidate(self, c: CandidateConfig, *, max_tokens: int | None = None) -> SystemUnderTest:
         """The system under test a `candidates:` entry describes; `max_tokens` overrides its reply budget
         where a protocol asks for longer or shorter replies than the candidate's own setting."""
+        from proctor.candidates.kinds import AgentCandidate, HttpCandidate, PythonCandidate
+
+        where = f"candidates[{self.config.candidates.index(c)}]" if c in self.config.candidates else c.name
+        if c.python is not None:
+            return PythonCandidate(c.name, c.python, f"{where}.python")
+        if c.http is not None:
+            return HttpCandidate(c.name, c.http, f"{where}.http")
+        assert c.model is not None  # the config validator requires a model for the other kinds
+        model = self.models[c.model]
+        if c.agent is not None:
+            return AgentCandidate(c.name, model, c.agent, self.environment(c.agent.environment, where))
         return Candidate(
             c.name,
-            self.models[c.model],
+            model,
             retriever=self.retriever(c.retriever),
             k=c.k,
             temperature=c.temperature,
@@ -125,10 +138,27 @@ class RunContext(Generic[S]):
             seed=self.config.seed,
         )
 
+    def environment(self, spec: str, where: str) -> Callable[[], Toolbox]:
+        """A factory of fresh tool sessions for an agent's environment (built once per run and spec)."""
+        if spec not in self._environments:
+            from proctor.agents.environments import make_environment
+
+            self._environments[spec] = make_environment(spec, self, f"{where}.agent.environment")
+        return self._environments[spec]
+
     def candidate_identity(self, c: CandidateConfig) -> list[Any]:
         """What makes a candidate's answers differ — its config and its model's identity (for `local/`
         models the weights' hash). The one identity used in every answer key."""
-        return [c.model_dump(), self.models[c.model].provider.identity()]
+        return [c.model_dump(), self.models[c.model].provider.identity() if c.model else None]
+
+    def candidate_label(self, c: CandidateConfig) -> str:
+        """What the candidate is, for tables: the model spec (with the workflow for agents), or the kind."""
+        if c.python:
+            return f"python:{c.python}"
+        if c.http:
+            return f"http:{c.http.url}"
+        spec = self.config.models[c.model].spec if c.model else "?"
+        return f"{spec} ({c.agent.workflow} agent)" if c.agent else spec
 
     # --- the step runner ----------------------------------------------------------------------------
     async def map(

@@ -63,7 +63,13 @@ def build_pipelines(ctx: RunContext[Config], cfg: Config) -> list[Pipeline]:
             for icl in grid.icl_shots:
                 specs.append((f"{llm}/{retriever}/icl{icl}", llm, retriever, grid.k, icl))
     if cfg.include_candidates:
-        for c in ctx.config.candidates:
+        for i, c in enumerate(ctx.config.candidates):
+            if c.model is None or c.agent is not None:
+                raise UserError(
+                    f"candidates[{i}] ({c.name}) is a {c.kind} candidate; the exam grades LLM pipelines by "
+                    f"their option-letter probabilities or replies, so it takes LLM candidates only. Remove "
+                    f"it from this exam config, or set exam.include_candidates: false."
+                )
             for icl in grid.icl_shots:
                 specs.append((f"{c.name}/icl{icl}", c.model, c.retriever, c.k, icl))
     seen: set[tuple[str, str, int, int]] = set()

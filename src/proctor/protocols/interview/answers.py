@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.candidates.multiple_choice import parse_letter
 from proctor.constants import LETTERS
 from proctor.errors import StepError
@@ -53,7 +53,7 @@ class Ask:
     """One question put to one candidate."""
 
     key: str
-    candidate: Candidate
+    candidate: SystemUnderTest
     stage: Stage
     variant: str | None
     batch: int
@@ -86,6 +86,7 @@ async def ask(
             reference_answer=a.reference,
             answer=reply.text,
             retrieved_ids=reply.context_ids,
+            trace=reply.trace if reply.trace.get("kind") else None,
             em=exact_match(reply.text, a.reference),
             f1=f1(reply.text, a.reference),
             stage=a.stage,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.errors import StepError
 from proctor.judging.metrics import normalize_answer
@@ -195,7 +195,7 @@ async def generate(
 async def extend(
     ctx: RunContext[Config],
     variant: str,
-    candidates: Sequence[tuple[CandidateConfig, Candidate]],
+    candidates: Sequence[tuple[CandidateConfig, SystemUnderTest]],
     batches: Sequence[list[BaseQuestion]],
     interviews: dict[tuple[str, int], Interview],
     knowledge: KnowledgeSource,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.errors import UserError
 from proctor.protocols.context import RunContext
@@ -15,8 +15,8 @@ from proctor.protocols.kieval.config import Config
 @dataclass
 class KCandidate:
     cfg: CandidateConfig
-    candidate: Candidate
-    identity: dict[str, Any]
+    candidate: SystemUnderTest
+    identity: Any
     chunks: dict[str, str]  # chunk id -> text, to rebuild a RAG candidate's earlier turns on resume
 
     def texts(self, ids: list[str]) -> list[str]:
@@ -45,7 +45,7 @@ def build_candidates(ctx: RunContext[Config]) -> list[KCandidate]:
         cand = ctx.candidate(c, max_tokens=ctx.settings.candidate_max_tokens)
         if cand.retriever is not None and not chunks:
             chunks.update((ch.chunk_id, ch.text) for ch in ctx.corpus.chunks)
-        out.append(KCandidate(c, cand, ctx.models[c.model].provider.identity(), chunks))
+        out.append(KCandidate(c, cand, ctx.candidate_identity(c)[1], chunks))
     return out
 
 

@@ -69,7 +69,7 @@ def conversation_key(
         "kvc",
         cand.cfg.model_dump(),
         cand.identity,
-        cand.candidate.max_tokens,
+        getattr(cand.candidate, "max_tokens", None),
         q.to_dict(),
         ctx.models[ctx.role_model_name("interactor")].provider.identity(),
         [ctx.models[e].provider.identity() for e in evaluators],

@@ -59,7 +59,7 @@ async def answer_multiple_choice(
             "kvm",
             cand.cfg.model_dump(),
             cand.identity,
-            cand.candidate.max_tokens,
+            getattr(cand.candidate, "max_tokens", None),
             q.to_dict(),
             version,
             ctx.config.seed,

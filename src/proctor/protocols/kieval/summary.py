@@ -70,7 +70,7 @@ def summarise(
         aspects = {a: _put(ctx, f"kieval.{a}", name, scale([c.aspects[a] for c in scored])) for a in ASPECTS}
         ends = Counter(o.value.end if o.value is not None else "error" for o in mine)
         summary["candidates"][name] = {
-            "model": ctx.config.models[cand.cfg.model].spec,
+            "model": ctx.candidate_label(cand.cfg),
             "retriever": cand.cfg.retriever,
             "conversations": len(conversations) // max(1, len(cands)),
             "finished": len(finished),

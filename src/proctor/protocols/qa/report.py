@@ -339,6 +339,11 @@ def qa_context(store: RunStore) -> dict[str, Any]:
         "n_answers": len(answers),
         "agreement": _agreement(answers, judged) if {WITH_REF, WITHOUT_REF} <= set(judges) else None,
         "judge_label": judge_label,
+        "traces": [
+            {"candidate": d.get("candidate"), "question": d.get("question"), "trace": d["trace"]}
+            for a in answers
+            if isinstance((d := a["data"] or {}).get("trace"), dict)
+        ],
     }
 
 

@@ -133,7 +133,7 @@ def _summary(
         mine = [o for o in answers if o.unit.candidate.name == ccfg.name]
         ok = [o for o in mine if o.value is not None]
         res: dict[str, Any] = {
-            "model": ctx.config.models[ccfg.model].spec,
+            "model": ctx.candidate_label(ccfg),
             "retriever": ccfg.retriever,
             "questions": len(mine),
             "answered": len(ok),

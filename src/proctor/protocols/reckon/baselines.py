@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.corpus.types import Chunk
 from proctor.errors import UserError
@@ -71,7 +71,7 @@ def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, qkey: str) -> str
 async def run_baselines(
     ctx: RunContext[Config],
     units: list[KnowledgeUnit],
-    candidates: list[tuple[CandidateConfig, Candidate]],
+    candidates: list[tuple[CandidateConfig, SystemUnderTest]],
     chunks: dict[str, Chunk],
 ) -> dict[str, dict[str, BaselineOutcome]]:
     """Run the per-unit baseline; returns candidate -> unit_id -> outcome."""

@@ -2,12 +2,12 @@
 
 RECKON's cluster questions ask for several facts at once, so candidates answer them with RECKON's own
 answer prompt and reply budget (`reckon.answer_max_tokens`); the per-unit baseline uses the core
-`Candidate.answer` with the candidate's configured budget, exactly as the qa protocol does.
+`SystemUnderTest.answer` with the candidate's configured budget, exactly as the qa protocol does.
 """
 
 from __future__ import annotations
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.prompts import render_messages
 from proctor.protocols.context import RunContext
@@ -18,14 +18,14 @@ PROMPT = "reckon/answer"
 
 def build_candidates(
     ctx: RunContext[Config], max_tokens: int | None = None
-) -> list[tuple[CandidateConfig, Candidate]]:
-    """One Candidate per configured candidate; retrievers are the run's shared ones, so RECKON and the
+) -> list[tuple[CandidateConfig, SystemUnderTest]]:
+    """One SystemUnderTest per configured candidate; retrievers are the run's shared ones, so RECKON and the
     baseline search the same indexes."""
     return [(c, ctx.candidate(c, max_tokens=max_tokens)) for c in ctx.config.candidates]
 
 
 async def answer_cluster_question(
-    cand: Candidate, question: str, gold_ids: list[str]
+    cand: SystemUnderTest, question: str, gold_ids: list[str]
 ) -> tuple[str, list[str]]:
     """The candidate's reply to a cluster question, and the passages a RAG candidate retrieved for it."""
     context = cand.context_for(question, gold_ids)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.clustering import cluster
 from proctor.config import CandidateConfig
 from proctor.protocols.context import RunContext, work_key
@@ -140,7 +140,7 @@ async def run_rounds(
     ctx: RunContext[Config],
     units: list[KnowledgeUnit],
     vectors: np.ndarray,
-    candidates: list[tuple[CandidateConfig, Candidate]],
+    candidates: list[tuple[CandidateConfig, SystemUnderTest]],
     base_seed: int,
 ) -> RoundsResult:
     cfg = ctx.settings
@@ -178,7 +178,7 @@ async def run_rounds(
         all_questions.update(questions)
 
         # Answers.
-        answer_plan: list[tuple[str, Candidate, ClusterQuestion]] = []
+        answer_plan: list[tuple[str, SystemUnderTest, ClusterQuestion]] = []
         targets: dict[str, list[KnowledgeUnit]] = {}  # answer key -> the candidate's units to judge
         for ccfg, cand in active:
             for qk, units_here in mine[cand.name].items():
@@ -288,12 +288,12 @@ async def run_rounds(
 async def _answer(
     ctx: RunContext[Config],
     round_no: int,
-    plan: list[tuple[str, Candidate, ClusterQuestion]],
+    plan: list[tuple[str, SystemUnderTest, ClusterQuestion]],
     clusters: dict[str, list[KnowledgeUnit]],
 ) -> dict[str, ClusterAnswer]:
     """Every planned (answer key, candidate, question); returns the answers given, by key."""
 
-    def base(unit: tuple[str, Candidate, ClusterQuestion]) -> dict[str, Any]:
+    def base(unit: tuple[str, SystemUnderTest, ClusterQuestion]) -> dict[str, Any]:
         _, cand, q = unit
         return {
             "candidate": cand.name,
@@ -305,7 +305,7 @@ async def _answer(
             "unit_ids": q.unit_ids,
         }
 
-    async def answer(unit: tuple[str, Candidate, ClusterQuestion]) -> ClusterAnswer:
+    async def answer(unit: tuple[str, SystemUnderTest, ClusterQuestion]) -> ClusterAnswer:
         _, cand, q = unit
         gold = sorted({cid for u in clusters[q.question_id] for cid in u.chunk_ids})
         text, retrieved_ids = await answer_cluster_question(cand, q.question, gold)

@@ -202,7 +202,7 @@ def _finish(
         _metric(store, "coverage.reckon", name, cov)
         curve = [n_units] + [r.remaining_after for r in cr.rounds]
         res: dict[str, Any] = {
-            "model": ctx.config.models[ccfg.model].spec,
+            "model": ctx.candidate_label(ccfg),
             "retriever": ccfg.retriever,
             "accuracy": acc.model_dump(),
             "coverage": cov.model_dump(),

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from proctor.candidates import Candidate
+from proctor.candidates import SystemUnderTest
 from proctor.judging import exact_match, f1
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.questions import Question
@@ -28,6 +28,8 @@ class AnswerItem(Payload):
     unit_id: str | None = None
     em: float
     f1: float
+    # How a non-LLM candidate got its answer: an agent's trajectory, a pipeline's contexts and trace.
+    trace: dict[str, Any] | None = None
 
 
 A = TypeVar("A", bound=AnswerItem)
@@ -36,7 +38,7 @@ A = TypeVar("A", bound=AnswerItem)
 @dataclass(frozen=True)
 class AnswerTask:
     key: str
-    candidate: Candidate
+    candidate: SystemUnderTest
     question: Question
 
 
@@ -64,6 +66,7 @@ async def answer_questions(
             unit_id=q.unit_id,
             em=exact_match(ans.text, q.reference_answer),
             f1=f1(ans.text, q.reference_answer),
+            trace=ans.trace if ans.trace.get("kind") else None,
         )
 
     return await ctx.map(

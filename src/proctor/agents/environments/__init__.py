@@ -1,0 +1,36 @@
+"""Environments an agent acts in: the run's documents (Search / Lookup / Finish), a domain database, or a
+user's own tools. Each gives a fresh `Toolbox` per question (`session()`), so per-question state (the
+current document of Lookup) never leaks between questions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from proctor.agents.tools import Tool, Toolbox, tool
+from proctor.errors import UserError
+
+if TYPE_CHECKING:
+    from proctor.protocols.context import RunContext
+
+
+def make_environment(spec: str, ctx: RunContext[Any], where: str) -> Callable[[], Toolbox]:
+    """`documents` (the run's corpus), `database:<schema.yaml>`, or a user's tools (`mypkg.tools:TOOLS` or
+    `path/to/tools.py:TOOLS`, a list of typed functions) -> a factory of fresh tool sessions."""
+    if spec == "documents":
+        from proctor.agents.environments.documents import DocumentEnvironment
+
+        return DocumentEnvironment(ctx.corpus.chunks).session
+    if spec.startswith("database:"):
+        from proctor.agents.environments.database import DatabaseEnvironment
+
+        db = DatabaseEnvironment.from_schema(spec.removeprefix("database:"))
+        return lambda: Toolbox(db.tools())
+    from proctor.candidates.kinds import load_callable
+
+    found = load_callable(spec, where)
+    items = list(found) if isinstance(found, list | tuple) else [found]
+    tools = [t if isinstance(t, Tool) else tool(t) for t in items]
+    if not tools or not all(callable(t.fn) for t in tools):
+        raise UserError(f"{where}: '{spec}' must be a list of typed functions (or Tool objects).")
+    return lambda: Toolbox(tools)

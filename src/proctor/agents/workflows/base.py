@@ -1,0 +1,95 @@
+"""What every workflow shares: the per-question guards (steps, tokens, cost, wall time, context length,
+repeated calls) and the journaled model turn."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proctor.agents.config import Limits
+from proctor.agents.journal import Journal
+from proctor.agents.trace import AgentStep, StopReason
+from proctor.models.base import Model
+from proctor.models.types import Completion, Message
+
+
+@dataclass
+class Guard:
+    """Counts what a trajectory used and says when a limit is reached (the stop reason), else None."""
+
+    limits: Limits
+    started: float = field(default_factory=time.monotonic)
+    tokens: int = 0
+    cost: float = 0.0
+    recent: list[str] = field(default_factory=list)
+    parse_errors: int = 0
+
+    def spend(self, step: AgentStep) -> None:
+        self.tokens += step.prompt_tokens + step.completion_tokens
+        self.cost += step.cost_usd
+
+    def before_turn(self, steps_done: int, prompt_chars: int) -> tuple[StopReason, str] | None:
+        lim = self.limits
+        if steps_done >= lim.max_steps:
+            return "max_steps", f"{lim.max_steps} steps"
+        if self.tokens >= lim.max_tokens or (lim.max_cost_usd is not None and self.cost >= lim.max_cost_usd):
+            return "budget", f"{self.tokens} tokens, ${self.cost:.4f}"
+        if time.monotonic() - self.started >= lim.max_seconds:
+            return "timeout", f"{lim.max_seconds:.0f} s"
+        if prompt_chars / 4 > lim.max_context_tokens:  # ~4 characters per token, checked before paying
+            return "context_limit", f"about {prompt_chars // 4} prompt tokens"
+        return None
+
+    def after_call(self, name: str, arguments: dict[str, Any]) -> tuple[StopReason, str] | None:
+        """The same call `repeat_limit` times in a row is a loop."""
+        self.recent.append(json.dumps([name, arguments], sort_keys=True, default=str))
+        tail = self.recent[-self.limits.repeat_limit :]
+        if len(tail) == self.limits.repeat_limit and len(set(tail)) == 1:
+            return "loop", f"{name} called {self.limits.repeat_limit} times in a row with the same arguments"
+        return None
+
+    def parse_failed(self) -> tuple[StopReason, str] | None:
+        self.parse_errors += 1
+        if self.parse_errors >= self.limits.max_parse_errors:
+            return "parse_error", f"{self.parse_errors} replies in a row without a valid action"
+        return None
+
+    def parsed_ok(self) -> None:
+        self.parse_errors = 0
+
+
+def step_from(index: int, completion: Completion, started: float) -> AgentStep:
+    return AgentStep(
+        index=index,
+        raw=completion.text,
+        prompt_tokens=completion.usage.prompt_tokens,
+        completion_tokens=completion.usage.completion_tokens,
+        cost_usd=completion.cost_usd,
+        latency_s=round(time.perf_counter() - started, 4) if not completion.cached else 0.0,
+        cached=completion.cached,
+    )
+
+
+async def model_turn(
+    journal: Journal,
+    index: int | str,
+    model: Model,
+    messages: list[Message],
+    *,
+    max_tokens: int,
+    stop: tuple[str, ...] = (),
+    then: Callable[[AgentStep, Completion | None], Awaitable[AgentStep]] | None = None,
+) -> AgentStep:
+    """One journaled turn: the stored step on replay, else a model call (plus `then`, e.g. running the
+    action the reply names) stored once complete."""
+
+    async def run() -> AgentStep:
+        started = time.perf_counter()
+        completion = await model.generate(messages, temperature=0.0, max_tokens=max_tokens, stop=stop)
+        step = step_from(int(index) if isinstance(index, int) else 0, completion, started)
+        return await then(step, completion) if then is not None else step
+
+    return await journal.step(index, run)

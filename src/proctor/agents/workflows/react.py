@@ -1,0 +1,151 @@
+"""ReAct: Thought / Action / Observation turns with a strict action grammar.
+
+An action is `Name[argument]` for a tool with one text parameter (Search[entity], Lookup[keyword]),
+`Name{"arg": value, ...}` (a JSON object) for any tool, or `Finish[answer]`. A reply without a valid action
+gets an observation naming the valid forms (and counts toward `max_parse_errors`). The observation of a
+step never contains a grade of the answer (R-Eval's code writes the verdict into the scratchpad, which
+leaks it into later prompts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from proctor.agents.config import AgentConfig
+from proctor.agents.journal import Journal
+from proctor.agents.tools import Tool, Toolbox
+from proctor.agents.trace import AgentStep, StopReason, Trajectory
+from proctor.agents.workflows.base import Guard, model_turn
+from proctor.errors import ModelCallError
+from proctor.models.base import Model
+from proctor.models.types import Completion
+from proctor.prompts import render_messages
+
+PROMPT = "agents/react"
+_ACTION = re.compile(r"^\s*Action\s*\d*\s*:\s*([A-Za-z_]\w*)\s*(\[.*\]|\{.*\})\s*$", re.M | re.S)
+_THOUGHT = re.compile(r"Thought\s*\d*\s*:\s*(.*?)(?=\n\s*Action\s*\d*\s*:|\Z)", re.S)
+
+
+def _single_text_param(t: Tool) -> str | None:
+    required = [n for n, f in t.arguments.model_fields.items() if f.is_required()]
+    return required[0] if len(required) == 1 else None
+
+
+def action_forms(toolbox: Toolbox) -> list[str]:
+    forms = []
+    for t in toolbox.tools.values():
+        p = _single_text_param(t)
+        forms.append(f"{t.name}[<{p}>]" if p else f"{t.name}{{...JSON arguments...}}")
+    return forms
+
+
+def parse_action(text: str, toolbox: Toolbox) -> tuple[str, dict[str, Any]] | str:
+    """(tool name, arguments), ("Finish", {"answer": ...}), or the parse problem as text."""
+    found = _ACTION.findall(text.split("\nObservation")[0])
+    if not found:
+        return "no 'Action: Name[argument]' line"
+    name, body = found[-1]
+    inner = body[1:-1].strip()
+    if name.lower() == "finish":
+        return "Finish", {"answer": inner}
+    t = next((t for n, t in toolbox.tools.items() if n.lower() == name.lower()), None)
+    if t is None:
+        return f"unknown action '{name}'"
+    if body.startswith("{"):
+        try:
+            args = json.loads(body)
+        except json.JSONDecodeError:
+            return f"the arguments of {t.name} are not a JSON object"
+        return t.name, args
+    param = _single_text_param(t)
+    if param is None:
+        return f"{t.name} takes JSON arguments: {t.name}{{...}}"
+    return t.name, {param: inner}
+
+
+def _action_text(s: AgentStep) -> str:
+    if s.action is None:
+        return s.raw.strip().splitlines()[-1] if s.raw.strip() else ""
+    if s.action == "Finish":
+        return f"Finish[{s.arguments.get('answer', '')}]"
+    if len(s.arguments) == 1:
+        return f"{s.action}[{next(iter(s.arguments.values()))}]"
+    return f"{s.action}{json.dumps(s.arguments, ensure_ascii=False)}"
+
+
+async def react(
+    model: Model, toolbox: Toolbox, question: str, cfg: AgentConfig, choices: list[str] | None = None
+) -> Trajectory:
+    journal = Journal("react")
+    guard = Guard(cfg.limits)
+    forms = action_forms(toolbox)
+    steps: list[AgentStep] = []
+    settings = {"max_steps": cfg.limits.max_steps, "repeat_limit": cfg.limits.repeat_limit}
+
+    def end(stop: StopReason, detail: str, answer: str | None = None) -> Trajectory:
+        return Trajectory(
+            workflow="react", answer=answer, stop=stop, steps=steps, detail=detail, settings=settings
+        )
+
+    async def act(step: AgentStep, completion: Completion | None) -> AgentStep:
+        thought = _THOUGHT.search(step.raw)
+        step.thought = thought.group(1).strip() if thought else None
+        parsed = parse_action(step.raw, toolbox)
+        if isinstance(parsed, str):
+            step.error = f"parse_error: {parsed}"
+            step.observation = (
+                f"Invalid action ({parsed}). Valid actions: {', '.join(forms)}, Finish[<answer>]."
+            )
+            return step
+        name, args = parsed
+        step.action, step.arguments = name, args
+        if name == "Finish":
+            return step
+        call = await toolbox.call(name, args)
+        step.observation = call.observation
+        step.error = call.error
+        return step
+
+    while True:
+        view = [
+            {"thought": s.thought, "action_text": _action_text(s), "observation": s.observation}
+            for s in steps
+        ]
+        messages = render_messages(
+            PROMPT,
+            tools=toolbox.describe(),
+            forms=forms,
+            question=question,
+            choices=choices or [],
+            steps=view,
+        )
+        limit = guard.before_turn(len(steps), sum(len(m["content"]) for m in messages))
+        if limit is not None:
+            return end(*limit)
+        try:
+            step = await model_turn(
+                journal,
+                len(steps),
+                model,
+                messages,
+                max_tokens=cfg.step_max_tokens,
+                stop=("\nObservation",),
+                then=act,
+            )
+        except ModelCallError as e:
+            if e.cause == "budget":
+                return end("budget", str(e))
+            raise
+        steps.append(step)
+        guard.spend(step)
+        if step.action == "Finish":
+            return end("finished", "Finish", str(step.arguments.get("answer", "")).strip())
+        if step.action is None:
+            problem = guard.parse_failed()
+        else:
+            guard.parsed_ok()
+            problem = guard.after_call(step.action, step.arguments)
+        if problem is not None:
+            return end(*problem)

@@ -1,0 +1,323 @@
+"""Agents: typed tools (validation and failures become observations), the document environment, the ReAct
+workflow with scripted models (invalid action, loop, finish, guards), and candidate kinds — an agent, a
+Python callable and an HTTP service — as qa candidates, with traces stored and shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.agents.config import AgentConfig, Limits
+from proctor.agents.environments.documents import DocumentEnvironment
+from proctor.agents.tools import Toolbox, tool
+from proctor.agents.workflows.react import parse_action, react
+from proctor.corpus.types import Chunk
+from proctor.models import get_model
+from proctor.models.scripted import register_script
+from proctor.runner import run_config
+
+# --- tools -----------------------------------------------------------------------------------------------
+
+
+def add(a: int, b: int = 2) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    return a + b
+
+
+def boom(text: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"cannot handle {text}")
+
+
+def long_text(n: int) -> str:
+    """A long result."""
+    return "x" * n
+
+
+def test_tool_schema_and_calls() -> None:
+    t = tool(add)
+    schema = t.schema()["function"]
+    assert schema["name"] == "add" and schema["description"] == "Add two integers."
+    assert schema["parameters"]["required"] == ["a"]
+    assert schema["parameters"]["properties"]["a"]["description"] == "the first number"
+    assert t.signature() == "add(a: int, b: int = 2)"
+    box = Toolbox([t, tool(boom), tool(long_text)], max_result_chars=50)
+
+    async def calls() -> list[Any]:
+        return [
+            await box.call("add", {"a": 1}),
+            await box.call("add", '{"a": 1, "b": 5}'),
+            await box.call("add", {"a": "one"}),
+            await box.call("add", "{not json"),
+            await box.call("add", {"a": 1, "c": 3}),
+            await box.call("boom", {"text": "this"}),
+            await box.call("nope", {}),
+            await box.call("long_text", {"n": 500}),
+        ]
+
+    ok, ok2, bad_type, bad_json, extra, exc, unknown, long = asyncio.run(calls())
+    assert ok.observation == "3" and ok2.observation == "6" and ok.error is None
+    assert (
+        bad_type.error
+        and "invalid_arguments" in bad_type.error
+        and "Expected add(a: int, b: int = 2)" in bad_type.error
+    )
+    assert bad_json.error and "not JSON" in bad_json.error
+    assert extra.error and "c: Extra inputs are not permitted" in extra.error
+    assert exc.error == "tool_exception: RuntimeError: cannot handle this" and exc.observation.startswith(
+        "Error:"
+    )
+    assert unknown.error and "the tools are add, boom, long_text" in unknown.error
+    assert (
+        long.truncated and long.observation.startswith("x" * 50) and "truncated 450 chars" in long.observation
+    )
+
+
+# --- the document environment ------------------------------------------------------------------------------
+
+CHUNKS = [
+    Chunk(
+        "c1",
+        "d1",
+        "glass.md",
+        "# Tidal glass\n\nTidal glass is dark green.\n\nIt was first made in 1862.",
+        0,
+        {"title": "Tidal glass"},
+    ),
+    Chunk(
+        "c2",
+        "d1",
+        "glass.md",
+        "In 1902 a fire destroyed the furnace hall.\n\nThe hall reopened in 1904.",
+        1,
+        {"title": "Tidal glass"},
+    ),
+    Chunk(
+        "c3", "d2", "ferry.md", "The Sellin Line runs ferries to Port Selwick.", 0, {"title": "Sellin Line"}
+    ),
+]
+
+
+def test_document_environment_search_and_lookup() -> None:
+    env = DocumentEnvironment(CHUNKS)
+    box = env.session()
+
+    async def go() -> list[str]:
+        out = []
+        for name, args in [
+            ("Lookup", {"keyword": "fire"}),
+            ("Search", {"entity": "tidal GLASS"}),
+            ("Lookup", {"keyword": "19"}),
+            ("Lookup", {"keyword": "19"}),
+            ("Lookup", {"keyword": "19"}),
+            ("Search", {"entity": "ferries"}),
+            ("Search", {"entity": "Sellin"}),
+        ]:
+            out.append((await box.call(name, args)).observation)
+        return out
+
+    first, found, r1, r2, r3, similar, partial = asyncio.run(go())
+    assert first == "No current document: use Search[entity] first."
+    assert found == "Tidal glass is dark green."  # the heading is not a passage
+    assert r1 == "(Result 1 / 2) In 1902 a fire destroyed the furnace hall."
+    assert r2 == "(Result 2 / 2) The hall reopened in 1904." and r3 == "No more results."
+    assert similar == "Could not find [ferries]. Similar: ['Sellin Line']"
+    assert partial == "The Sellin Line runs ferries to Port Selwick."
+    # A new session starts without a current document.
+    assert asyncio.run(env.session().call("Lookup", {"keyword": "fire"})).observation.startswith("No current")
+
+
+# --- ReAct -------------------------------------------------------------------------------------------------
+
+
+def test_parse_action_grammar() -> None:
+    box = DocumentEnvironment(CHUNKS).session()
+    assert parse_action("Thought: x\nAction: Search[Tidal glass]", box) == (
+        "Search",
+        {"entity": "Tidal glass"},
+    )
+    assert parse_action("Action 2: lookup[fire]", box) == ("Lookup", {"keyword": "fire"})
+    assert parse_action('Action: Search{"entity": "Sellin Line"}', box) == (
+        "Search",
+        {"entity": "Sellin Line"},
+    )
+    assert parse_action("Action: Finish[1862]", box) == ("Finish", {"answer": "1862"})
+    assert parse_action("I will search for it.", box) == "no 'Action: Name[argument]' line"
+    assert parse_action("Action: Browse[x]", box) == "unknown action 'Browse'"
+
+
+SCRIPTS: dict[str, list[str]] = {}
+SEEN: list[str] = []
+
+
+def _scripted(name: str) -> Any:
+    def fn(messages: list[dict[str, Any]], params: Any) -> str:
+        SEEN.append(messages[-1]["content"])
+        replies = SCRIPTS[name]
+        n = sum(1 for _ in re.finditer(r"^Observation:", messages[-1]["content"], re.M))
+        return replies[min(n, len(replies) - 1)]
+
+    register_script(name, fn)
+    return get_model(f"scripted/{name}")
+
+
+def _run(model: Any, limits: Limits | None = None) -> Any:
+    box = DocumentEnvironment(CHUNKS).session()
+    return asyncio.run(
+        react(model, box, "When was tidal glass first made?", AgentConfig(limits=limits or Limits()))
+    )
+
+
+def test_react_invalid_action_then_finish() -> None:
+    SCRIPTS["react-ok"] = [
+        "Thought: I should look it up.\nAction: Open the glass page",
+        "Thought: Use a valid action.\nAction: Search[Tidal glass]",
+        "Thought: Find the year.\nAction: Lookup[made]",
+        "Thought: It says 1862.\nAction: Finish[1862]",
+    ]
+    SEEN.clear()
+    t = _run(_scripted("react-ok"))
+    assert t.stop == "finished" and t.answer == "1862" and t.halted
+    assert [s.action for s in t.steps] == [None, "Search", "Lookup", "Finish"]
+    assert t.steps[0].error and t.steps[0].error.startswith("parse_error")
+    assert "Valid actions: Search[<entity>], Lookup[<keyword>], Finish[<answer>]" in (
+        t.steps[0].observation or ""
+    )
+    assert t.steps[2].observation == "(Result 1 / 1) It was first made in 1862."
+    assert t.had_error  # halted, but with an error on the way
+    # The model saw the invalid-action observation; no verdict about the answer is ever in its prompt.
+    assert "Invalid action" in SEEN[1] and "correct" not in SEEN[-1].lower()
+
+
+def test_react_loop_and_guards() -> None:
+    SCRIPTS["react-loop"] = ["Thought: again\nAction: Search[Tidal glass]"]
+    t = _run(_scripted("react-loop"))
+    assert t.stop == "loop" and len(t.steps) == 3 and t.answer is None and not t.halted
+    SCRIPTS["react-babble"] = ["I am not sure what to do."]
+    t = _run(_scripted("react-babble"))
+    assert t.stop == "parse_error" and len(t.steps) == 3
+    SCRIPTS["react-wander"] = [f"Thought: t\nAction: Lookup[word{i}]" for i in range(30)]
+    t = _run(_scripted("react-wander"), Limits(max_steps=4))
+    assert t.stop == "max_steps" and len(t.steps) == 4
+    t = _run(_scripted("react-wander"), Limits(max_context_tokens=256))
+    assert t.stop == "context_limit"
+
+
+# --- candidate kinds in the qa protocol ---------------------------------------------------------------------
+
+
+def examiner(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    if "1862" in text:
+        return json.dumps({"question": "When was tidal glass first made?", "answer": "1862"})
+    return json.dumps({"question": "Where does the Sellin Line run ferries to?", "answer": "Port Selwick"})
+
+
+def agent_llm(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    if "Observation:" not in text:
+        return (
+            "Thought: search\nAction: Search[Tidal glass]"
+            if "tidal" in text.lower()
+            else "Action: Search[Sellin Line]"
+        )
+    last = text.rsplit("Observation:", 1)[1]
+    if "1862" in last or "Port Selwick" in last:
+        return "Thought: found\nAction: Finish[" + ("1862" if "1862" in last else "Port Selwick") + "]"
+    return "Thought: look\nAction: Lookup[made]"
+
+
+def pipeline(question: str, choices: list[str] | None = None) -> dict[str, Any]:
+    """A user's RAG pipeline, as a Python callable."""
+    return {
+        "text": "1862" if "tidal" in question.lower() else "<b>Port</b> Selwick",
+        "contexts": ["ctx <i>1</i>"],
+    }
+
+
+register_script("kinds-examiner", examiner)
+register_script("kinds-agent", agent_llm)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.headers.get("Authorization") == "Bearer secret-token"
+        reply = {
+            "text": "1862" if "tidal" in body["question"].lower() else "Ambry",
+            "contexts": ["from http"],
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_agent_python_and_http_candidates_in_qa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SERVICE_TOKEN", "Bearer secret-token")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "glass.md").write_text("# Tidal glass\n\nTidal glass is dark green. It was first made in 1862.\n")
+    (docs / "ferry.md").write_text("# Sellin Line\n\nThe Sellin Line runs ferries to Port Selwick.\n")
+    (tmp_path / "mypipe.py").write_text(
+        "def answer(question, choices=None):\n"
+        "    return {'text': '1862' if 'tidal' in question.lower() else '<b>Port</b> Selwick', "
+        "'contexts': ['ctx <i>1</i>']}\n"
+    )
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cfg = tmp_path / "qa.yaml"
+        url = f"http://127.0.0.1:{server.server_port}/answer"
+        cfg.write_text(
+            f"""
+protocol: qa
+corpus: {{path: docs, min_chunk_chars: 10}}
+models:
+  exam: scripted/kinds-examiner
+  agent-llm: scripted/kinds-agent
+roles: {{examiner: exam}}
+candidates:
+  - {{name: react-agent, model: agent-llm, agent: {{workflow: react, environment: documents}}}}
+  - {{name: my-pipeline, python: "{tmp_path / "mypipe.py"}:answer"}}
+  - name: my-service
+    http: {{url: "{url}", headers_env: {{Authorization: SERVICE_TOKEN}}}}
+qa:
+  num_questions: 2
+  judges: []
+"""
+        )
+        result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    finally:
+        server.shutdown()
+    c = result.summary["candidates"]
+    assert c["react-agent"]["em"]["value"] == 1.0 and c["react-agent"]["model"].endswith("(react agent)")
+    assert c["my-pipeline"]["em"]["value"] == 0.5 and c["my-pipeline"]["model"].startswith("python:")
+    assert c["my-service"]["em"]["value"] == 0.5 and c["my-service"]["answer_errors"] == 0
+    items = [json.loads(line) for line in (result.run_dir / "items.jsonl").read_text().splitlines()]
+    agent = [i for i in items if i.get("kind") == "answer" and i["candidate"] == "react-agent"]
+    traj = agent[0]["trace"]["trajectory"]
+    assert traj["stop"] == "finished" and traj["steps"][0]["action"] == "Search"
+    html = (result.run_dir / "report.html").read_text()
+    assert "Agent traces and pipeline contexts" in html
+    assert "ctx &lt;i&gt;1&lt;/i&gt;" in html and "<i>1</i>" not in html
+    # The secret header value never reaches the store or the report.
+    assert "secret-token" not in html and b"secret-token" not in (result.run_dir / "run.sqlite").read_bytes()
