@@ -321,3 +321,54 @@ qa:
     assert "ctx &lt;i&gt;1&lt;/i&gt;" in html and "<i>1</i>" not in html
     # The secret header value never reaches the store or the report.
     assert "secret-token" not in html and b"secret-token" not in (result.run_dir / "run.sqlite").read_bytes()
+
+
+# --- DFSDT -------------------------------------------------------------------------------------------------
+
+
+def dfsdt_script(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    depth = len(re.findall(r"^Observation:", text, re.M))
+    tried = (
+        re.findall(r"^- (.*)$", text.split("you already tried these actions", 1)[1], re.M)
+        if "already tried" in text
+        else []
+    )
+    if depth == 0:
+        return (
+            "Thought: glass first\nAction: Search[Tidal glass]"
+            if not tried
+            else "Action: Search[Sellin Line]"
+        )
+    if "Search[Tidal glass]" in text.split("Observation:")[0] or "Action: Search[Tidal glass]" in text:
+        if depth == 1:
+            return "Action: Lookup[fire]"
+        return "Thought: hopeless\nAction: GiveUp[]"
+    return "I have no idea" if not tried else "Thought: got it\nAction: Finish[Port Selwick]"
+
+
+register_script("dfsdt-tree", dfsdt_script)
+
+
+def test_dfsdt_visit_order_backtracking_and_give_up() -> None:
+    from proctor.agents.workflows.dfsdt import dfsdt
+
+    box = DocumentEnvironment(CHUNKS).session()
+    cfg = AgentConfig(workflow="dfsdt", dfsdt_width=2, dfsdt_depth=5, dfsdt_queries=20)
+    t = asyncio.run(dfsdt(get_model("scripted/dfsdt-tree"), box, "Where do ferries go?", cfg))
+    assert [s.node for s in t.steps] == ["0.0", "0.0.0", "0.0.0.0", "0.1", "0.1.0", "0.1.1"]
+    assert [s.action for s in t.steps] == ["Search", "Lookup", "GiveUp", "Search", None, "Finish"]
+    assert t.stop == "finished" and t.answer == "Port Selwick"
+    assert t.settings == {"width": 2, "depth": 5, "queries": 20}
+    # A query budget smaller than the tree stops with `budget`.
+    small = AgentConfig(workflow="dfsdt", dfsdt_width=2, dfsdt_depth=5, dfsdt_queries=4)
+    t = asyncio.run(
+        dfsdt(get_model("scripted/dfsdt-tree"), DocumentEnvironment(CHUNKS).session(), "q?", small)
+    )
+    assert t.stop == "budget" and len(t.steps) == 4
+    # Depth 1: no child is ever expanded; both root children are tried, then the tree is exhausted.
+    flat = AgentConfig(workflow="dfsdt", dfsdt_width=2, dfsdt_depth=1, dfsdt_queries=20)
+    t = asyncio.run(
+        dfsdt(get_model("scripted/dfsdt-tree"), DocumentEnvironment(CHUNKS).session(), "q?", flat)
+    )
+    assert [s.node for s in t.steps] == ["0.0", "0.1"] and t.stop == "gave_up" and t.answer is None

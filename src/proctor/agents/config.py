@@ -37,7 +37,9 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    workflow: Literal["react"] = Field("react", description="react (more workflows: see the Agents section)")
+    workflow: Literal["react", "dfsdt"] = Field(
+        "react", description="react or dfsdt (see the Agents section)"
+    )
     environment: str = Field(
         "documents",
         description="documents (the run's corpus: Search / Lookup), database:<schema.yaml>, or a user's "

@@ -12,7 +12,8 @@ async def run_workflow(
     model: Model, toolbox: Toolbox, question: str, cfg: AgentConfig, choices: list[str] | None = None
 ) -> Trajectory:
     """Answer `question` with the configured workflow."""
+    from proctor.agents.workflows.dfsdt import dfsdt
     from proctor.agents.workflows.react import react
 
-    workflows = {"react": react}
+    workflows = {"react": react, "dfsdt": dfsdt}
     return await workflows[cfg.workflow](model, toolbox, question, cfg, choices)

@@ -24,8 +24,8 @@ from proctor.models.types import Completion
 from proctor.prompts import render_messages
 
 PROMPT = "agents/react"
-_ACTION = re.compile(r"^\s*Action\s*\d*\s*:\s*([A-Za-z_]\w*)\s*(\[.*\]|\{.*\})\s*$", re.M | re.S)
-_THOUGHT = re.compile(r"Thought\s*\d*\s*:\s*(.*?)(?=\n\s*Action\s*\d*\s*:|\Z)", re.S)
+ACTION = re.compile(r"^\s*Action\s*\d*\s*:\s*([A-Za-z_]\w*)\s*(\[.*\]|\{.*\})\s*$", re.M | re.S)
+THOUGHT = re.compile(r"Thought\s*\d*\s*:\s*(.*?)(?=\n\s*Action\s*\d*\s*:|\Z)", re.S)
 
 
 def _single_text_param(t: Tool) -> str | None:
@@ -43,7 +43,7 @@ def action_forms(toolbox: Toolbox) -> list[str]:
 
 def parse_action(text: str, toolbox: Toolbox) -> tuple[str, dict[str, Any]] | str:
     """(tool name, arguments), ("Finish", {"answer": ...}), or the parse problem as text."""
-    found = _ACTION.findall(text.split("\nObservation")[0])
+    found = ACTION.findall(text.split("\nObservation")[0])
     if not found:
         return "no 'Action: Name[argument]' line"
     name, body = found[-1]
@@ -65,7 +65,7 @@ def parse_action(text: str, toolbox: Toolbox) -> tuple[str, dict[str, Any]] | st
     return t.name, {param: inner}
 
 
-def _action_text(s: AgentStep) -> str:
+def action_text(s: AgentStep) -> str:
     if s.action is None:
         return s.raw.strip().splitlines()[-1] if s.raw.strip() else ""
     if s.action == "Finish":
@@ -90,7 +90,7 @@ async def react(
         )
 
     async def act(step: AgentStep, completion: Completion | None) -> AgentStep:
-        thought = _THOUGHT.search(step.raw)
+        thought = THOUGHT.search(step.raw)
         step.thought = thought.group(1).strip() if thought else None
         parsed = parse_action(step.raw, toolbox)
         if isinstance(parsed, str):
@@ -110,8 +110,7 @@ async def react(
 
     while True:
         view = [
-            {"thought": s.thought, "action_text": _action_text(s), "observation": s.observation}
-            for s in steps
+            {"thought": s.thought, "action_text": action_text(s), "observation": s.observation} for s in steps
         ]
         messages = render_messages(
             PROMPT,

@@ -1,0 +1,129 @@
+"""DFSDT (ToolLLM's depth-first search decision tree).
+
+Each node is a trajectory prefix. Expanding a node asks the model for the next action, up to `width`
+times; when the node already has children, the prompt lists the earlier siblings' actions so the next
+one differs. A tool action makes a child node, expanded depth first (depth <= `depth`). `Finish[answer]`
+ends the whole search. `GiveUp[]` abandons this node and its parent: the search continues at the
+grandparent's next child. A reply without a valid action, a tool error, or the depth limit moves on to
+the next sibling. Every model turn counts against `queries`; running out stops with `budget`, an
+exhausted tree with `gave_up`. Steps are journaled by node id, so a resumed search replays its tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from proctor.agents.config import AgentConfig
+from proctor.agents.journal import Journal
+from proctor.agents.tools import Toolbox
+from proctor.agents.trace import AgentStep, StopReason, Trajectory
+from proctor.agents.workflows.base import Guard, model_turn
+from proctor.agents.workflows.react import THOUGHT, action_forms, action_text, parse_action
+from proctor.errors import ModelCallError
+from proctor.models.base import Model
+from proctor.models.types import Completion
+from proctor.prompts import render_messages
+
+PROMPT = "agents/dfsdt"
+ABANDON_PARENT = "abandon_parent"
+
+
+class _Stop(Exception):
+    def __init__(self, reason: StopReason, detail: str, answer: str | None = None) -> None:
+        super().__init__(detail)
+        self.reason: StopReason = reason
+        self.detail = detail
+        self.answer = answer
+
+
+@dataclass
+class _Search:
+    model: Model
+    toolbox: Toolbox
+    question: str
+    cfg: AgentConfig
+    choices: list[str]
+    journal: Journal = field(default_factory=lambda: Journal("dfsdt"))
+    steps: list[AgentStep] = field(default_factory=list)
+    queries: int = 0
+
+    def __post_init__(self) -> None:
+        self.guard = Guard(self.cfg.limits)
+        self.forms = action_forms(self.toolbox)
+
+    async def _act(self, step: AgentStep, completion: Completion | None) -> AgentStep:
+        thought = THOUGHT.search(step.raw)
+        step.thought = thought.group(1).strip() if thought else None
+        if "giveup[" in step.raw.replace(" ", "").lower().split("\nobservation")[0]:
+            step.action = "GiveUp"
+            return step
+        parsed = parse_action(step.raw, self.toolbox)
+        if isinstance(parsed, str):
+            step.error = f"parse_error: {parsed}"
+            step.observation = f"Invalid action ({parsed})."
+            return step
+        step.action, step.arguments = parsed
+        if step.action != "Finish":
+            call = await self.toolbox.call(step.action, step.arguments)
+            step.observation, step.error = call.observation, call.error
+        return step
+
+    async def expand(self, node: str, path: list[AgentStep], depth: int) -> str | None:
+        """Expand `node` (the prefix `path`); returns ABANDON_PARENT when a child gave up, else None."""
+        tried: list[str] = []
+        for i in range(self.cfg.dfsdt_width):
+            if self.queries >= self.cfg.dfsdt_queries:
+                raise _Stop("budget", f"{self.cfg.dfsdt_queries} model calls")
+            view = [
+                {"thought": s.thought, "action_text": action_text(s), "observation": s.observation}
+                for s in path
+            ]
+            messages = render_messages(
+                PROMPT, tools=self.toolbox.describe(), forms=self.forms, question=self.question,
+                choices=self.choices, steps=view, siblings=tried,
+            )  # fmt: skip
+            limit = self.guard.before_turn(0, sum(len(m["content"]) for m in messages))
+            if limit is not None:
+                raise _Stop(*limit)
+            child = f"{node}.{i}"
+            try:
+                step = await model_turn(
+                    self.journal, child, self.model, messages, max_tokens=self.cfg.step_max_tokens,
+                    stop=("\nObservation",), then=self._act,
+                )  # fmt: skip
+            except ModelCallError as e:
+                if e.cause == "budget":
+                    raise _Stop("budget", str(e)) from e
+                raise
+            step.index, step.node = len(self.steps), child
+            self.queries += 1
+            self.steps.append(step)
+            self.guard.spend(step)
+            if step.action == "Finish":
+                raise _Stop(
+                    "finished", f"Finish at node {child}", str(step.arguments.get("answer", "")).strip()
+                )
+            if step.action == "GiveUp":
+                return ABANDON_PARENT
+            tried.append(action_text(step))
+            if step.error or depth + 1 >= self.cfg.dfsdt_depth:
+                continue  # an error or the depth limit: try a sibling
+            if await self.expand(child, [*path, step], depth + 1) == ABANDON_PARENT:
+                return None  # the child gave up: abandon this node too (its parent goes on)
+        return None
+
+
+async def dfsdt(
+    model: Model, toolbox: Toolbox, question: str, cfg: AgentConfig, choices: list[str] | None = None
+) -> Trajectory:
+    search = _Search(model, toolbox, question, cfg, choices or [])
+    settings = {"width": cfg.dfsdt_width, "depth": cfg.dfsdt_depth, "queries": cfg.dfsdt_queries}
+    try:
+        await search.expand("0", [], 0)
+        stop: StopReason = "gave_up"
+        detail, answer = "the search tree was exhausted without an answer", None
+    except _Stop as s:
+        stop, detail, answer = s.reason, s.detail, s.answer
+    return Trajectory(
+        workflow="dfsdt", answer=answer, stop=stop, steps=search.steps, detail=detail, settings=settings
+    )
