@@ -372,3 +372,79 @@ def test_dfsdt_visit_order_backtracking_and_give_up() -> None:
         dfsdt(get_model("scripted/dfsdt-tree"), DocumentEnvironment(CHUNKS).session(), "q?", flat)
     )
     assert [s.node for s in t.steps] == ["0.0", "0.1"] and t.stop == "gave_up" and t.answer is None
+
+
+# --- a crash mid-trajectory, then resume -------------------------------------------------------------------
+
+AGENT_CALLS: dict[str, int] = {"n": 0, "crash_after": -1, "crashed": 0}
+
+
+class Crash(RuntimeError):
+    """Escapes the protocol like the death of the process."""
+
+
+def slow_agent(messages: list[dict[str, Any]], params: Any) -> str:
+    if AGENT_CALLS["crash_after"] >= 0 and (
+        AGENT_CALLS["crashed"] or AGENT_CALLS["n"] >= AGENT_CALLS["crash_after"]
+    ):
+        AGENT_CALLS["crashed"] = 1
+        raise Crash("killed mid-trajectory")
+    AGENT_CALLS["n"] += 1
+    text = messages[-1]["content"]
+    n = len(re.findall(r"^Observation:", text, re.M))
+    if n < 3:
+        return f"Thought: step {n}\nAction: Lookup[word{n}]" if n else "Action: Search[Tidal glass]"
+    return "Action: Finish[1862]"
+
+
+register_script("kinds-slow-agent", slow_agent)
+
+
+def test_crash_mid_trajectory_then_resume_replays_stored_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "glass.md").write_text("# Tidal glass\n\nTidal glass is dark green. It was first made in 1862.\n")
+    cfg = tmp_path / "qa.yaml"
+    cfg.write_text(
+        """
+protocol: qa
+corpus: {path: docs, min_chunk_chars: 10}
+models:
+  exam: scripted/kinds-examiner
+  llm: scripted/kinds-slow-agent
+roles: {examiner: exam}
+candidates:
+  - {name: agent, model: llm, agent: {workflow: react}}
+qa: {num_questions: 1, judges: []}
+"""
+    )
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "c0"))
+    AGENT_CALLS.update(n=0, crash_after=-1, crashed=0)
+    ref = run_config(cfg, out=tmp_path / "ref", show_progress=False)
+    ref_calls = AGENT_CALLS["n"]
+    assert ref_calls == 4
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "c1"))
+    AGENT_CALLS.update(n=0, crash_after=2, crashed=0)
+    with pytest.raises(Crash):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    assert AGENT_CALLS["n"] == 2
+    # An empty cache on resume: only the journaled steps in the run store spare the first two calls.
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "c2"))
+    AGENT_CALLS.update(n=0, crash_after=-1, crashed=0)
+    resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
+    assert AGENT_CALLS["n"] == ref_calls - 2
+
+    def trajectory(run_dir: Path) -> dict[str, Any]:
+        rows = [json.loads(line) for line in (run_dir / "items.jsonl").read_text().splitlines()]
+        t = next(r for r in rows if r.get("kind") == "answer")["trace"]["trajectory"]
+        for s in t["steps"]:
+            s.pop("latency_s"), s.pop("cached")
+        return dict(t)
+
+    got, want = trajectory(resumed.run_dir), trajectory(ref.run_dir)
+    for a, b in zip(got["steps"], want["steps"], strict=True):
+        assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
+    assert got == want

@@ -25,12 +25,22 @@ class Journal:
     def key(self, index: int | str) -> str:
         return f"{self.prefix}#{index}"
 
-    async def step(self, index: int | str, run: Callable[[], Awaitable[AgentStep]]) -> AgentStep:
-        """The stored step `index`, or `run()`'s result, stored once it has completed."""
+    async def step(
+        self,
+        index: int | str,
+        run: Callable[[], Awaitable[AgentStep]],
+        replay: Callable[[AgentStep], Awaitable[object]] | None = None,
+    ) -> AgentStep:
+        """The stored step `index`, or `run()`'s result, stored once it has completed. A replayed step's
+        `replay` runs its tool call again (result unused) so that stateful tools — Lookup's current
+        document, say — are where they were when the step first ran."""
         if self.store is not None:
             found = self.store.get_item(self.key(index))
             if found is not None and found.get("status") == "done":
-                return AgentStep.model_validate(found["data"])
+                step = AgentStep.model_validate(found["data"])
+                if replay is not None:
+                    await replay(step)
+                return step
         step = await run()
         if self.store is not None:
             self.store.put_item(self.key(index), KIND, step.model_dump(mode="json"))

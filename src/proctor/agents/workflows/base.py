@@ -11,6 +11,7 @@ from typing import Any
 
 from proctor.agents.config import Limits
 from proctor.agents.journal import Journal
+from proctor.agents.tools import Toolbox
 from proctor.agents.trace import AgentStep, StopReason
 from proctor.models.base import Model
 from proctor.models.types import Completion, Message
@@ -82,9 +83,11 @@ async def model_turn(
     max_tokens: int,
     stop: tuple[str, ...] = (),
     then: Callable[[AgentStep, Completion | None], Awaitable[AgentStep]] | None = None,
+    toolbox: Toolbox | None = None,
 ) -> AgentStep:
-    """One journaled turn: the stored step on replay, else a model call (plus `then`, e.g. running the
-    action the reply names) stored once complete."""
+    """One journaled turn: the stored step on replay (its tool call re-run on `toolbox` to restore the
+    tools' state), else a model call (plus `then`, e.g. running the action the reply names) stored once
+    complete."""
 
     async def run() -> AgentStep:
         started = time.perf_counter()
@@ -92,4 +95,8 @@ async def model_turn(
         step = step_from(int(index) if isinstance(index, int) else 0, completion, started)
         return await then(step, completion) if then is not None else step
 
-    return await journal.step(index, run)
+    async def replay(step: AgentStep) -> None:
+        if toolbox is not None and step.action in toolbox.tools:
+            await toolbox.call(step.action, step.arguments)
+
+    return await journal.step(index, run, replay)

@@ -89,7 +89,7 @@ class _Search:
             try:
                 step = await model_turn(
                     self.journal, child, self.model, messages, max_tokens=self.cfg.step_max_tokens,
-                    stop=("\nObservation",), then=self._act,
+                    stop=("\nObservation",), then=self._act, toolbox=self.toolbox,
                 )  # fmt: skip
             except ModelCallError as e:
                 if e.cause == "budget":

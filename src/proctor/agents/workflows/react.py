@@ -132,6 +132,7 @@ async def react(
                 max_tokens=cfg.step_max_tokens,
                 stop=("\nObservation",),
                 then=act,
+                toolbox=toolbox,
             )
         except ModelCallError as e:
             if e.cause == "budget":
