@@ -15,7 +15,7 @@ import pytest
 
 from proctor.models.scripted import register_script
 from proctor.protocols.interview.difficulty import next_tier, score, tier
-from proctor.protocols.interview.extension import support
+from proctor.protocols.shared.questions import support
 from proctor.protocols.interview.validation import validation_rates
 from proctor.protocols.shared.question_file import BenchmarkQuestionsConfig, load_questions
 from proctor.runner import run_config

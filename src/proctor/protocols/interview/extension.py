@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.errors import StepError
-from proctor.judging.metrics import normalize_answer
 from proctor.models.base import Model
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
@@ -29,34 +28,10 @@ from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.difficulty import next_tier
 from proctor.protocols.interview.paths import KnowledgeSource, KnowledgeText
 from proctor.protocols.shared.question_file import Difficulty
+from proctor.protocols.shared.questions import support
 from proctor.protocols.steps import Payload
 
 GENERATE_PROMPT = "interview/generate"
-_STOP = frozenset(
-    [
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "by",
-        "with",
-        "from",
-        "and",
-        "or",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "it",
-        "its",
-        "this",
-        "that",
-        "as",
-    ]
-)
 
 
 class GeneratedQuestion(Payload):
@@ -104,17 +79,6 @@ class Interview:
 
     def graded(self) -> list[tuple[Difficulty, bool]]:
         return [(t.difficulty, t.correct) for t in self.tested if t.correct is not None]
-
-
-def support(answer: str, text: str) -> float:
-    """Share of the answer's content words (normalised as for F1, stop words out) present in the text."""
-    words = [w for w in normalize_answer(answer).split() if w not in _STOP] or normalize_answer(
-        answer
-    ).split()
-    if not words:
-        return 0.0
-    vocab = set(normalize_answer(text).split())
-    return sum(1 for w in words if w in vocab) / len(words)
 
 
 async def generate(

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, Field
 
+from proctor.judging.metrics import normalize_answer
 from proctor.models.base import Model
 from proctor.prompts import render_messages
 from proctor.protocols.context import RunContext
@@ -144,3 +145,41 @@ def keep_questions(outcomes: Sequence[Outcome[QuestionTask, Q]]) -> tuple[list[Q
         kept.append(q)
     stats.kept = len(kept)
     return kept, stats
+
+
+_STOP = frozenset(
+    [
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "from",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "as",
+    ]
+)
+
+
+def support(answer: str, text: str) -> float:
+    """Share of the answer's content words (normalised as for F1, stop words out) present in the text — how
+    far a generated answer is supported by the text it was written from."""
+    all_words = normalize_answer(answer).split()
+    words = [w for w in all_words if w not in _STOP] or all_words
+    if not words:
+        return 0.0
+    vocab = set(normalize_answer(text).split())
+    return sum(1 for w in words if w in vocab) / len(words)
