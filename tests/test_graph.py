@@ -103,7 +103,11 @@ def _script(messages: list[dict[str, Any]], params: Any) -> str:
     CALLS.append(text)
     passages = re.findall(r"\[passage (\d+)\]\n(.*?)(?=\n\[passage |\Z)", text, re.S)
     out = [
-        {"id": pid, "entities": [*re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)+", body), "Atlantis"]}
+        # Small models write the id as "1" or "passage2"; both are read.
+        {
+            "id": pid if int(pid) % 2 else f"passage{pid}",
+            "entities": [*re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)+", body), "Atlantis"],
+        }
         for pid, body in passages
     ]
     return json.dumps({"passages": out})

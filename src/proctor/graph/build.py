@@ -22,6 +22,8 @@ from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.steps import Payload
 
 PROMPT = "graph/entities"
+EXTRACTION_VERSION = 2  # bump when reading the replies changes: a stored graph is then rebuilt
+MAX_NAME = 80  # characters; longer "names" are sentences a small model copied, not entities
 
 
 class EntityBatch(Payload):
@@ -86,6 +88,7 @@ async def build_context_graph(
     embedder = ctx.embedder if ctx.config.embedder else None
     key = work_key(
         "graph",
+        EXTRACTION_VERSION,
         ctx.corpus.fingerprint,
         model.provider.identity(),
         prompt_version(PROMPT),
@@ -111,11 +114,15 @@ async def build_context_graph(
                 max_tokens=24 * max_entities * len(batch) + 32,
             )
             found_names: dict[str, list[str]] = {c.chunk_id: [] for c in batch}
-            for p in reply.parsed["passages"]:
-                ref = str(p.get("id", "")).strip().strip("[]")
-                if ref.isdigit() and 1 <= int(ref) <= len(batch):
+            entries = [p for p in reply.parsed["passages"] if isinstance(p, dict)]
+            for pos, p in enumerate(entries):
+                # Small models write the id as "1", "[1]", "passage1" or "passage 1"; take its number, and
+                # fall back to the position when the entries line up one per passage.
+                digits = re.search(r"\d+", str(p.get("id", "")))
+                ref = int(digits.group()) if digits else (pos + 1 if len(entries) == len(batch) else 0)
+                if 1 <= ref <= len(batch):
                     names = [" ".join(str(n).split()) for n in p.get("entities") or []]
-                    found_names[batch[int(ref) - 1].chunk_id] += [n for n in names if n]
+                    found_names[batch[ref - 1].chunk_id] += [n for n in names if n and len(n) <= MAX_NAME]
             return EntityBatch(entities=found_names)
 
         outcomes = await ctx.map(

@@ -13,7 +13,7 @@ from proctor.graph import ContextGraph, GraphBuild
 from proctor.protocols.context import RunContext
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import VARIANTS, Config
-from proctor.protocols.interview.difficulty import score
+from proctor.protocols.interview.difficulty import CORRECT, WRONG, score
 from proctor.protocols.interview.extension import Interview
 from proctor.protocols.interview.feedback import Feedback
 from proctor.protocols.interview.paths import KnowledgeText
@@ -51,7 +51,9 @@ def _candidate(ctx: RunContext[Config], res: VariantResult, name: str) -> dict[s
         if (n := sum(1 for t in ext if t.difficulty == d and t.correct is not None))
     }
     return {
-        "score": Estimate.mean([score(t.difficulty, bool(t.correct)) for t in graded]).model_dump(),
+        "score": Estimate.mean(
+            [score(t.difficulty, bool(t.correct)) for t in graded], bounds=(WRONG["hard"], CORRECT["hard"])
+        ).model_dump(),
         "base_accuracy": Estimate.proportion(
             sum(1 for t in base if t.correct), sum(1 for t in base if t.correct is not None)
         ).model_dump(),
