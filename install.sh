@@ -5,6 +5,15 @@ cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+# The sandbox for model-written programs (PAL agents) isolates them with bubblewrap; install it when we can.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
+      || echo "note: could not install bubblewrap; PAL agents will use a network namespace or refuse to run"
+  else
+    echo "note: bubblewrap (bwrap) is not installed; install it for the strongest sandbox for PAL agents"
+  fi
+fi
 # The CPU build of torch first: anything else (e.g. an unpinned torch pulled in by sentence-transformers)
 # would bring several GB of CUDA packages.
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"

@@ -448,3 +448,43 @@ qa: {num_questions: 1, judges: []}
     for a, b in zip(got["steps"], want["steps"], strict=True):
         assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
     assert got == want
+
+
+# --- PAL through the sandbox ------------------------------------------------------------------------------
+
+
+def pal_script(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    if "It failed" not in text:
+        return "```python\nyear = Search(entity='Tidal glass')\nanswer = year.split()[99]\n```"
+    return (
+        "```python\npage = Search(entity='Tidal glass')\nhit = Lookup(keyword='1862')\n"
+        "answer = '1862' if '1862' in hit else 'unknown'\n```"
+    )
+
+
+register_script("pal-script", pal_script)
+
+
+def test_pal_program_runs_in_the_sandbox_and_is_corrected_after_an_error() -> None:
+    from proctor.agents.sandbox import probe_tier
+    from proctor.agents.workflows.pal import extract_code, pal
+
+    assert extract_code("Here:\n```python\nanswer = 1\n```") == "answer = 1"
+    assert extract_code("answer = 2") == "answer = 2" and extract_code("I think 1862.") is None
+    if probe_tier().tier == "none":
+        pytest.skip("no sandbox on this machine")
+    box = DocumentEnvironment(CHUNKS).session()
+    t = asyncio.run(
+        pal(
+            get_model("scripted/pal-script"),
+            box,
+            "When was tidal glass first made?",
+            AgentConfig(workflow="pal"),
+        )
+    )
+    assert t.stop == "finished" and t.answer == "1862"
+    assert t.steps[0].error and t.steps[0].error.startswith("program_error: IndexError")
+    assert [c.name for c in t.steps[1].tool_calls] == ["Search", "Lookup"]
+    assert t.settings["sandbox"] == probe_tier().tier
+    assert "(Result 1 / 1) It was first made in 1862." in t.scratchpad

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from proctor.agents.tools import ToolCall
+
 StopReason = Literal[
     "finished",
     "max_steps",
@@ -41,6 +43,7 @@ class AgentStep(BaseModel):
     latency_s: float = 0.0
     cached: bool = False
     node: str | None = None  # DFSDT: the tree node this step expanded
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # PAL: the calls its program made
 
 
 class Trajectory(BaseModel):
@@ -64,7 +67,7 @@ class Trajectory(BaseModel):
         """Everything the agent wrote and saw, for "gold answer appears in the scratchpad" checks."""
         parts = []
         for s in self.steps:
-            parts += [s.raw, s.observation or ""]
+            parts += [s.raw, s.observation or "", *(c.observation for c in s.tool_calls)]
         return "\n".join(p for p in parts if p)
 
     def totals(self) -> dict[str, float]:

@@ -13,7 +13,8 @@ async def run_workflow(
 ) -> Trajectory:
     """Answer `question` with the configured workflow."""
     from proctor.agents.workflows.dfsdt import dfsdt
+    from proctor.agents.workflows.pal import pal
     from proctor.agents.workflows.react import react
 
-    workflows = {"react": react, "dfsdt": dfsdt}
+    workflows = {"react": react, "dfsdt": dfsdt, "pal": pal}
     return await workflows[cfg.workflow](model, toolbox, question, cfg, choices)
