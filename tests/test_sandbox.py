@@ -86,7 +86,8 @@ def test_memory_bomb(tier: str) -> None:
 def test_fork_bomb_is_contained(tier: str) -> None:
     r = run(
         "import os, time\nn = 0\nfor _ in range(500):\n    try:\n        pid = os.fork()\n"
-        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    n += 1\n"
+        "    except OSError:\n        break\n"
+        "    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    n += 1\n"
         "answer = str(n)",
         tier,
     )
@@ -118,7 +119,8 @@ def test_no_network_even_to_loopback(tier: str) -> None:
     thread = threading.Thread(target=lambda: accepted.append(_accept(server)), daemon=True)
     thread.start()
     r = run(
-        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\nanswer = 'connected'",
+        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        "answer = 'connected'",
         tier,
     )
     thread.join(6)
@@ -142,7 +144,8 @@ def test_shell_and_ctypes_stay_inside(tier: str, tmp_path: Path) -> None:
         f"subprocess.run(['sh', '-c', 'touch {marker}; echo hi > /work/inside.txt'])\n"
         "libc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
         f"libc.system(b'touch {marker}2')\n"
-        "answer = open('/work/inside.txt').read().strip() if __import__('os').path.exists('/work/inside.txt') else 'none'",
+        "import os\n"
+        "answer = open('/work/inside.txt').read().strip() if os.path.exists('/work/inside.txt') else 'none'",
         tier,
     )
     assert r.cause == "finished"
