@@ -146,13 +146,10 @@ def examiner(messages: list[dict[str, Any]], params: Any) -> str:
         names = NAME.findall(body)
         if "BROKEN" in body:
             return "not json at all"
-        return json.dumps(
-            {
-                "questions": [
-                    {"question": f"[{tier_.group(1)}] Spell the name {names[-1]}.", "answer": names[-1]}
-                ]
-            }
-        )
+        if tier_.group(1) == "hard":  # a question that states its own answer: dropped
+            return json.dumps({"questions": [{"question": f"Is it {names[-1]}?", "answer": names[-1]}]})
+        q = f"[{tier_.group(1)}] Spell backwards {names[-1][::-1]}."
+        return json.dumps({"questions": [{"question": q, "answer": names[-1]}]})
     if "Evaluate the model's performance" in text:
         CALLS["feedback"] += 1
         return json.dumps(
@@ -190,10 +187,10 @@ def candidate(messages: list[dict[str, Any]], params: Any) -> str:
         return "Jon Tarn" if not advised else "Someone else"
     if "stamp" in text:
         return "UNJUDGEABLE" if not advised else "A tern."
-    m = re.search(r"\[(easy|medium|hard)\] Spell the name (.*)\.", text)
+    m = re.search(r"\[(easy|medium|hard)\] Spell backwards (.*)\.", text)
     if m:
-        # Right on easy and medium extension questions, wrong on hard ones.
-        return "I do not know" if m.group(1) == "hard" else m.group(2)
+        # Right on easy extension questions, wrong on medium ones.
+        return "I do not know" if m.group(1) == "medium" else m.group(2)[::-1]
     return "?"
 
 
@@ -259,7 +256,12 @@ def test_interview_end_to_end(interview_config: Any, tmp_path: Path) -> None:
     # Batch 1 = b3 (hard right: 2), b4 unscored: mean 2 -> hard.
     assert full["trajectories"]["1"][0] == "hard"
     # Extension: medium answered right ("NAME" is replaced below by the judge's containment rule...).
-    assert full["extension_questions"] == 4  # 2 batches x 2 rounds x 1 question
+    # Batch 0 at medium: 2 rounds x 1 question, both answered wrong -> the tier falls to easy... Batch 1 at
+    # hard: the examiner's hard questions state their own answers, so they are dropped and nothing is asked.
+    assert full["extension_questions"] == 2
+    stats = s["variants"]["full"]["stats"]
+    assert stats["dropped_answer_in_question"] == 2 and stats["rounds_without_question"] == 2
+    assert full["trajectories"]["1"] == ["hard", "hard", "hard"]
     # Validation: b1 wrong -> right, b3 right -> wrong, b2 stays right; b4 has no "before" grade.
     v = full["validation"]
     assert v["n"] == 3
@@ -337,7 +339,7 @@ class InjectedCrash(RuntimeError):
 def _crashing(role: str, fn: Any) -> Any:
     def script(messages: list[dict[str, Any]], params: Any) -> str:
         text = next(m["content"] for m in messages if m["role"] == "user")
-        extension = role == "candidate" and "Spell the name" in text
+        extension = role == "candidate" and "Spell backwards" in text
         limit = CRASH["after"]
         if limit is not None and (
             RESUME_CALLS["crashed"] or (extension and RESUME_CALLS["extension"] >= limit)
@@ -369,11 +371,11 @@ def test_crash_during_extension_then_resume_repeats_no_stored_call(
     CRASH["after"] = None
     reference = run_config(cfg, out=tmp_path / "ref", show_progress=False)
     ref_calls = sum(v for k, v in RESUME_CALLS.items() if k != "extension")
-    assert RESUME_CALLS["extension"] >= 6
+    assert RESUME_CALLS["extension"] >= 4
 
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache-1"))
     RESUME_CALLS.clear()
-    CRASH["after"] = 3
+    CRASH["after"] = 2
     with pytest.raises(InjectedCrash):
         run_config(cfg, out=tmp_path / "runs", show_progress=False)
     crashed_calls = sum(v for k, v in RESUME_CALLS.items() if k not in ("extension", "crashed"))

@@ -4,8 +4,8 @@ the tier moves. Rounds run one after another (each needs the last one's grades);
 (candidate, batch) runs concurrently, and every step is a keyed unit, so a killed run resumes mid-round.
 
 A generated question whose answer is not supported by the knowledge text (too few of its content words
-occur there) is dropped and counted; a round whose generation failed or kept nothing asks nothing, is
-counted, and leaves the tier as it was.
+occur there), or whose answer the question itself states, is dropped and counted; a round whose
+generation failed or kept nothing asks nothing, is counted, and leaves the tier as it was.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from proctor.protocols.shared.questions import support
 from proctor.protocols.steps import Payload
 
 GENERATE_PROMPT = "interview/generate"
+FILTERS_VERSION = 2  # part of the generation key: stored questions are re-filtered when the filters change
 
 
 class GeneratedQuestion(Payload):
@@ -39,6 +40,7 @@ class GeneratedQuestion(Payload):
     answer: str
     support: float  # share of the answer's content words found in the knowledge text
     kept: bool
+    dropped: str | None = None  # unsupported (answer not in the text) | answer_in_question
 
 
 class GeneratedRound(Payload):
@@ -122,9 +124,21 @@ async def generate(
             if not question or not answer:
                 continue
             s = support(answer, know.text)
+            # A question that states its own answer measures nothing (small examiners write many).
+            dropped = (
+                "unsupported"
+                if s < cfg.support_threshold
+                else "answer_in_question"
+                if support(answer, question) >= 1.0
+                else None
+            )
             out.append(
                 GeneratedQuestion(
-                    question=question, answer=answer, support=round(s, 4), kept=s >= cfg.support_threshold
+                    question=question,
+                    answer=answer,
+                    support=round(s, 4),
+                    kept=dropped is None,
+                    dropped=dropped,
                 )
             )
         if not out:
@@ -140,6 +154,7 @@ async def generate(
         write,
         key=lambda u: work_key(
             "ig",
+            FILTERS_VERSION,
             u[0].text,
             u[2],
             u[0].round,
@@ -201,7 +216,9 @@ async def extend(
             info["generated"] = [q.model_dump() for q in gen.questions]
             kept = [q for q in gen.questions if q.kept]
             stats["generated"] += len(gen.questions)
-            stats["unsupported"] += len(gen.questions) - len(kept)
+            for q in gen.questions:
+                if q.dropped:
+                    stats[f"dropped_{q.dropped}"] += 1
             if not kept:
                 stats["rounds_without_question"] += 1
                 continue
