@@ -1,0 +1,23 @@
+"""R-Eval: how well retrieval-augmented systems (workflow x LLM, or a user's own pipeline) use a domain's
+knowledge — template questions with exact answers from a domain database, questions from the corpus and
+HotpotQA at three levels (seek / understand / apply), F1 and EM, the error taxonomy, and matching,
+error and deployment analyses.
+"""
+
+from proctor.protocols.rageval.config import Config
+from proctor.protocols.rageval.run import run
+from proctor.protocols.registry import Protocol, Role
+
+PROTOCOL = Protocol(
+    name="rageval",
+    settings=Config,
+    roles=(
+        Role(
+            "examiner",
+            "writes questions from the corpus (and proposes templates with `expansion`); needed for document "
+            "questions",
+            required=False,
+        ),
+    ),
+    run=run,
+)

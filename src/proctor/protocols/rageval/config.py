@@ -1,0 +1,61 @@
+"""The `rageval:` section of a run config."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.agents.config import Limits
+from proctor.config_paths import ConfigFile
+
+Level = Literal["KS", "KU", "KA"]
+LEVELS: dict[str, str] = {
+    "KS": "knowledge seeking: recall one fact",
+    "KU": "knowledge understanding: extract or interpret (counts, comparisons, concepts)",
+    "KA": "knowledge application: multi-hop reasoning",
+}
+
+
+class GridConfig(BaseModel):
+    """Systems = workflows x LLMs (each LLM acting through the domain's tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflows: list[Literal["react", "pal", "dfsdt"]] = Field(["react", "pal"], description="agent workflows")
+    llms: list[str] = Field(default_factory=list, description="keys of `models`")
+    limits: Limits = Limits()
+    step_max_tokens: int = Field(200, ge=16)
+    sandbox: Literal["auto", "unsafe_local"] = "auto"
+
+
+class Config(BaseModel):
+    """R-Eval: how well workflow x LLM systems use a domain's knowledge, at three levels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    database: ConfigFile | Literal["academic"] | None = Field(
+        "academic",
+        description="a database schema (YAML) for template questions, 'academic' for the shipped fictional "
+        "academic database, or null for none",
+    )
+    templates: ConfigFile | None = Field(
+        None, description="question templates (YAML); default: the shipped ones for the academic database"
+    )
+    instances_per_template: int = Field(3, ge=1, le=1000, description="entities sampled per template")
+    expansion: int = Field(
+        0, ge=0, le=50, description="templates the examiner proposes from the seed templates and the schema"
+    )
+    documents: bool = Field(True, description="also ask questions written from the run's corpus")
+    document_questions: int = Field(3, ge=0, le=1000, description="document questions per level (KS, KU, KA)")
+    hotpotqa: ConfigFile | None = Field(
+        None,
+        description="a HotpotQA-format file (JSON list or JSONL); its context paragraphs are the documents",
+    )
+    hotpotqa_questions: int | None = Field(None, ge=1, description="sample this many; null = all")
+    levels: list[Level] = Field(["KS", "KU", "KA"], description="which levels to ask")
+    grid: GridConfig = GridConfig()
+    f1_threshold: float = Field(
+        0.05, ge=0.0, le=1.0, description="the error taxonomy's F1 cut (R-Eval: 0.05)"
+    )
+    examiner_max_tokens: int = Field(256, ge=32)

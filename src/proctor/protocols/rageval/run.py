@@ -1,0 +1,218 @@
+"""The rageval protocol (R-Eval), top to bottom: tasks at three levels (database templates with exact gold
+answers, questions from the corpus, HotpotQA) -> every system answers every task through the task's
+domain environment — workflow x LLM agents from the grid, plus any configured candidate (an LLM, a RAG
+pipeline, a user's Python callable or HTTP service) -> HotpotQA F1 / EM and R-Eval's error taxonomy per
+answer -> rank table, matching, error and deployment analyses.
+
+A workflow a system cannot run (PAL without a sandbox) is marked not applicable with the reason, not failed.
+Every answer is a keyed unit and agent steps are journaled, so a killed run resumes without repeating a
+stored call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from proctor.agents.config import AgentConfig
+from proctor.agents.environments.academic import SHIPPED as ACADEMIC
+from proctor.agents.environments.database import DatabaseEnvironment
+from proctor.agents.environments.documents import DocumentEnvironment
+from proctor.agents.sandbox import probe_tier
+from proctor.agents.tools import Toolbox
+from proctor.agents.trace import Trajectory
+from proctor.candidates import SystemUnderTest
+from proctor.candidates.kinds import AgentCandidate
+from proctor.judging.metrics import exact_match, f1
+from proctor.protocols.context import RunContext, work_key
+from proctor.protocols.rageval.config import Config
+from proctor.protocols.rageval.summary import summarise
+from proctor.protocols.rageval.tasks import RagTask, TaskStats, database_tasks, document_tasks, hotpotqa_tasks
+from proctor.protocols.rageval.taxonomy import classify, gold_in
+from proctor.protocols.rageval.templates import SHIPPED as SEED_TEMPLATES
+from proctor.protocols.rageval.templates import load_templates
+from proctor.protocols.steps import Payload
+
+
+class RagAnswer(Payload):
+    KIND: ClassVar[str] = "rageval_answer"
+    system: str
+    workflow: str | None
+    llm: str | None
+    task_id: str
+    task: str
+    level: str
+    domain: str
+    question: str
+    gold: str
+    answer: str
+    f1: float
+    em: float
+    category: str
+    stop: str
+    halted: bool
+    had_error: bool
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    trace: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    workflow: str | None
+    llm: str | None
+    identity: list[Any]
+    make: Callable[[str], SystemUnderTest]  # domain -> the system acting in that domain
+    not_applicable: str | None = None
+
+
+async def run(ctx: RunContext[Config]) -> dict[str, Any]:
+    cfg = ctx.settings
+    stats = TaskStats()
+    tasks: list[RagTask] = []
+    envs: dict[str, Callable[[], Toolbox]] = {}
+    if cfg.database is not None:
+        schema = ACADEMIC / "schema.yaml" if cfg.database == "academic" else Path(cfg.database)
+        db = DatabaseEnvironment.from_schema(schema)
+        envs["database"] = lambda: Toolbox(db.tools())
+        seeds = load_templates(cfg.templates or SEED_TEMPLATES, "rageval.templates")
+        tasks += await database_tasks(ctx, db, seeds, stats)
+    if cfg.documents and cfg.document_questions and ctx.config.corpus.path is not None:
+        envs["documents"] = ctx.environment("documents", "rageval")
+        tasks += await document_tasks(ctx, stats)
+    if cfg.hotpotqa is not None:
+        hp_tasks, hp_chunks = hotpotqa_tasks(ctx, cfg.hotpotqa, stats)
+        envs["hotpotqa"] = DocumentEnvironment(hp_chunks).session
+        tasks += hp_tasks
+    for t in tasks:
+        ctx.store.put_item(t.task_id, RagTask.KIND, t.model_dump(mode="json"))
+    systems = _systems(ctx, envs)
+    answers, failed = await _answer(ctx, [s for s in systems if s.not_applicable is None], tasks)
+    return summarise(ctx, tasks, systems, answers, failed, stats)
+
+
+def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox]]) -> list[System]:
+    cfg = ctx.settings
+    grid = cfg.grid
+    out: list[System] = []
+    tier = probe_tier()
+    for workflow in grid.workflows:
+        for llm in grid.llms:
+            model = ctx.models[llm]
+            agent = AgentConfig(
+                workflow=workflow,
+                limits=grid.limits,
+                step_max_tokens=grid.step_max_tokens,
+                sandbox=grid.sandbox,
+            )
+            na = None
+            if workflow == "pal" and tier.tier == "none" and grid.sandbox != "unsafe_local":
+                na = "no sandbox on this machine: " + "; ".join(
+                    f"{k}: {v}" for k, v in tier.unavailable.items()
+                )
+
+            def make(domain: str, llm: str = llm, agent: AgentConfig = agent) -> SystemUnderTest:
+                return AgentCandidate(f"{agent.workflow}:{llm}", ctx.models[llm], agent, envs[domain])
+
+            out.append(
+                System(
+                    f"{workflow}:{llm}",
+                    workflow,
+                    llm,
+                    [workflow, agent.model_dump(), model.provider.identity()],
+                    make,
+                    na,
+                )
+            )
+    for c in ctx.config.candidates:
+        cand = ctx.candidate(c)
+        out.append(
+            System(
+                c.name,
+                c.agent.workflow if c.agent else None,
+                c.model,
+                ctx.candidate_identity(c),
+                _fixed(cand),
+            )
+        )
+    return out
+
+
+def _fixed(cand: SystemUnderTest) -> Callable[[str], SystemUnderTest]:
+    """A configured candidate answers the same way whatever the domain (it has its own retrieval/tools)."""
+    return lambda domain: cand
+
+
+async def _answer(
+    ctx: RunContext[Config], systems: list[System], tasks: list[RagTask]
+) -> tuple[list[RagAnswer], dict[str, dict[str, int]]]:
+    """The answers, and per system the failed answers by cause (recorded on their items)."""
+    made: dict[tuple[str, str], SystemUnderTest] = {}
+
+    def system_for(s: System, domain: str) -> SystemUnderTest:
+        if (s.name, domain) not in made:
+            made[(s.name, domain)] = s.make(domain)
+        return made[(s.name, domain)]
+
+    async def answer(unit: tuple[System, RagTask]) -> RagAnswer:
+        s, t = unit
+        ans = await system_for(s, t.domain).answer(t.question)
+        raw = ans.trace.get("trajectory") if ans.trace else None
+        traj = Trajectory.model_validate(raw) if raw else None
+        text = ans.text
+        score = f1(text, t.gold)
+        if traj is not None:
+            scratch, halted, err, stop = traj.scratchpad, traj.halted, traj.had_error, str(traj.stop)
+            totals = traj.totals()
+        else:  # a candidate without an agent trace: its contexts and answer are its scratchpad
+            scratch = "\n".join([*map(str, (ans.trace or {}).get("contexts", [])), text])
+            halted, err = bool(text.strip()), False
+            stop = "finished" if halted else "no_answer"
+            totals = {}
+        return RagAnswer(
+            system=s.name,
+            workflow=s.workflow,
+            llm=s.llm,
+            task_id=t.task_id,
+            task=t.task,
+            level=t.level,
+            domain=t.domain,
+            question=t.question,
+            gold=t.gold,
+            answer=text,
+            f1=round(score, 6),
+            em=exact_match(text, t.gold),
+            category=classify(score, gold_in(scratch, t.gold), halted, err, ctx.settings.f1_threshold),
+            stop=stop,
+            halted=halted,
+            had_error=err,
+            steps=int(totals.get("steps", 0)),
+            prompt_tokens=int(totals.get("prompt_tokens", 0)),
+            completion_tokens=int(totals.get("completion_tokens", 0)),
+            cost_usd=float(totals.get("cost_usd", 0.0)),
+            latency_s=float(totals.get("latency_s", 0.0)),
+            trace=ans.trace or None,
+        )
+
+    units = [(s, t) for s in systems for t in tasks]
+    outcomes = await ctx.map(
+        "rageval: answering",
+        units,
+        answer,
+        key=lambda u: work_key("ra", u[0].identity, u[1].task_id, u[1].question, u[1].domain),
+        role="candidate",
+        output=RagAnswer,
+        context=lambda u: {"system": u[0].name, "task_id": u[1].task_id, "question": u[1].question},
+    )
+    failed: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        if o.failure is not None:
+            by_cause = failed.setdefault(o.unit[0].name, {})
+            by_cause[o.failure.cause] = by_cause.get(o.failure.cause, 0) + 1
+    return [o.value for o in outcomes if o.value is not None], failed
