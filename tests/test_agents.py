@@ -488,3 +488,94 @@ def test_pal_program_runs_in_the_sandbox_and_is_corrected_after_an_error() -> No
     assert [c.name for c in t.steps[1].tool_calls] == ["Search", "Lookup"]
     assert t.settings["sandbox"] == probe_tier().tier
     assert "(Result 1 / 1) It was first made in 1862." in t.scratchpad
+
+
+# --- native function calling -----------------------------------------------------------------------------
+
+
+def fc_script(messages: list[dict[str, Any]], params: Any) -> Any:
+    assert params.tools and {t["function"]["name"] for t in params.tools} == {"Search", "Lookup"}
+    results = [m for m in messages if m["role"] == "tool"]
+    if not results:
+        return {"tool_calls": [{"name": "Search", "arguments": {"entity": "Tidal glass"}}]}
+    if len(results) == 1:
+        return {"tool_calls": [{"name": "Lookup", "arguments": '{"keyword": '}]}  # malformed JSON
+    if len(results) == 2:
+        return {"tool_calls": [{"name": "Lookup", "arguments": '{"keyword": "made"}'}]}
+    return "1862"
+
+
+register_script("fc-script", fc_script)
+
+
+def test_function_calling_with_scripted_tool_calls() -> None:
+    from proctor.agents.workflows.function_calling import function_calling
+
+    box = DocumentEnvironment(CHUNKS).session()
+    cfg = AgentConfig(workflow="function_calling")
+    t = asyncio.run(
+        function_calling(get_model("scripted/fc-script"), box, "When was tidal glass first made?", cfg)
+    )
+    assert t.stop == "finished" and t.answer == "1862"
+    assert [s.action for s in t.steps] == ["Search", "Lookup", "Lookup", None]
+    assert t.steps[1].error and t.steps[1].error.startswith("invalid_arguments: arguments are not valid JSON")
+    assert t.steps[2].observation == "(Result 1 / 1) It was first made in 1862."
+    assert t.had_error  # the malformed call is counted on its step
+
+
+def test_function_calling_over_http_against_the_mock_server(tmp_path: Path) -> None:
+    from proctor.agents.workflows.function_calling import function_calling
+    from proctor.testing.mock_server import MockServer
+
+    def reply(body: dict[str, Any]) -> Any:
+        tool_msgs = [m for m in body["messages"] if m["role"] == "tool"]
+        if body.get("tools") is None:
+            return "plain"
+        if not tool_msgs:
+            return {"tool_calls": [{"name": "Search", "arguments": '{"entity": "Sellin Line"}'}]}
+        if len(tool_msgs) == 1:
+            return {"tool_calls": [{"name": "Search", "arguments": "{'entity': bad}"}]}
+        return "Port Selwick"
+
+    with MockServer(reply=reply) as server:
+
+        async def go() -> tuple[Any, Any, bool]:
+            model = get_model("openai/mock", base_url=server.base_url, cache_dir=tmp_path)
+            try:
+                supported = await model.supports_tools()
+                cfg = AgentConfig(workflow="function_calling")
+                first = await function_calling(model, DocumentEnvironment(CHUNKS).session(), "Where?", cfg)
+                again = await function_calling(model, DocumentEnvironment(CHUNKS).session(), "Where?", cfg)
+            finally:
+                await model.aclose()
+            return first, again, supported
+
+        first, again, supported = asyncio.run(go())
+        bodies = [r.body for r in server.requests if r.path.endswith("/chat/completions") and r.body]
+    assert supported
+    assert first.answer == "Port Selwick" and first.stop == "finished"
+    assert first.steps[0].observation == "The Sellin Line runs ferries to Port Selwick."
+    assert first.steps[1].error and "not valid JSON" in first.steps[1].error
+
+    # The second run is served from the cache: the same tool calls, no new request.
+    def same(t: Any) -> list[Any]:
+        return [
+            (s.model_dump(exclude={"latency_s", "cached", "tool_calls"}), [(c.name, c.arguments, c.result, c.error)
+                                                                           for c in s.tool_calls])
+            for s in t.steps
+        ]  # fmt: skip
+
+    assert same(again) == same(first)
+    assert all(s.cached for s in again.steps)
+    last = bodies[-1]
+    assert last["tools"][0]["function"]["name"] in ("Search", "Lookup")
+    tool_results = [m for m in last["messages"] if m["role"] == "tool"]
+    assert len(tool_results) == 2 and tool_results[0]["tool_call_id"] == "call_0_0"
+    assistant = [m for m in last["messages"] if m["role"] == "assistant"]
+    assert assistant[0]["tool_calls"][0]["function"]["arguments"] == '{"entity": "Sellin Line"}'
+
+
+def test_embedded_model_declares_no_tool_support() -> None:
+    model = get_model("local/qwen2.5-coder-0.5b", cache=False)
+    assert asyncio.run(model.supports_tools()) is False
+    assert model.provider.server is None  # answered without starting the server

@@ -37,8 +37,8 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    workflow: Literal["react", "pal", "dfsdt"] = Field(
-        "react", description="react, pal or dfsdt (see the Agents section)"
+    workflow: Literal["react", "pal", "dfsdt", "function_calling"] = Field(
+        "react", description="react, pal, dfsdt or function_calling (see the Agents section)"
     )
     environment: str = Field(
         "documents",

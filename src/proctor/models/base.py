@@ -24,12 +24,21 @@ from proctor.models.types import (
     Message,
     RawReply,
     TokenLogprob,
+    ToolCallRequest,
     Usage,
 )
 
 # Scored once per model (per cache) to learn whether its server returns prompt logprobs.
 PROBE_TEXT = "Question: What is the capital of France?\nAnswer: Paris"
 _PROBE_VERSION = 1
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "ping",
+        "description": "Answer pong.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
 
 
 class Provider(Protocol):
@@ -72,6 +81,7 @@ def _reply_to_json(reply: RawReply) -> dict[str, Any]:
         "usage": [reply.usage.prompt_tokens, reply.usage.completion_tokens],
         "finish_reason": reply.finish_reason,
         "logprobs": None if reply.logprobs is None else [asdict(t) for t in reply.logprobs],
+        **({"tool_calls": [asdict(c) for c in reply.tool_calls]} if reply.tool_calls else {}),
     }
 
 
@@ -82,6 +92,7 @@ def _reply_from_json(d: dict[str, Any]) -> RawReply:
         usage=Usage(*d["usage"]),
         finish_reason=d.get("finish_reason"),
         logprobs=None if lps is None else [TokenLogprob(**t) for t in lps],
+        tool_calls=tuple(ToolCallRequest(**c) for c in d.get("tool_calls") or []),
     )
 
 
@@ -108,6 +119,7 @@ class Model:
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self._inflight: dict[int, dict[str, asyncio.Future[RawReply]]] = {}
         self._prompt_logprobs_ok: bool | None = None
+        self._tools_ok: bool | None = None
 
     def __repr__(self) -> str:
         return f"Model({self.spec})"
@@ -131,6 +143,8 @@ class Model:
         logprobs: bool = False,
         top_logprobs: int = 0,
         stop: tuple[str, ...] | list[str] = (),
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
         params = GenerationParams(
             temperature=temperature,
@@ -140,6 +154,8 @@ class Model:
             logprobs=logprobs or top_logprobs > 0,
             top_logprobs=top_logprobs,
             stop=tuple(stop),
+            tools=tools,
+            tool_choice=tool_choice,
         )
         convo: list[Message] = list(messages)
         usage = Usage()
@@ -178,6 +194,7 @@ class Model:
                 cached=all_cached,
                 finish_reason=reply.finish_reason,
                 cost_usd=cost,
+                tool_calls=list(reply.tool_calls),
             )
         raise AssertionError("unreachable")
 
@@ -239,6 +256,34 @@ class Model:
             if self.cache is not None:
                 self.cache.put(key, {"supported": ok})
         self._prompt_logprobs_ok = ok
+        return ok
+
+    async def supports_tools(self) -> bool:
+        """Whether this model's server does native function calling: declared by the provider (scripted:
+        yes; the embedded llama.cpp server: no), else probed once with a tiny request offering one tool and
+        cached like the prompt-logprobs probe. A server that rejects `tools` (HTTP 400/422) says no."""
+        declared = getattr(self.provider, "supports_tools", None)
+        if declared is not None:
+            return bool(declared)
+        if self._tools_ok is not None:
+            return self._tools_ok
+        key = cache_key(self.provider.identity(), {"probe": "tools", "version": _PROBE_VERSION})
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            ok = bool(hit["supported"])
+        else:
+            try:
+                await self.generate(
+                    [{"role": "user", "content": "Call the ping tool."}], max_tokens=16, tools=[PROBE_TOOL]
+                )
+                ok = True
+            except ModelCallError as e:
+                if e.cause not in ("http_400", "http_422", "unsupported"):
+                    raise
+                ok = False
+            if self.cache is not None:
+                self.cache.put(key, {"supported": ok})
+        self._tools_ok = ok
         return ok
 
     async def _echo(self, text: str) -> tuple[RawReply, bool]:

@@ -23,7 +23,7 @@ import aiohttp
 
 from proctor.errors import ModelCallError, UserError
 from proctor.models.retry import RetryableError, parse_retry_after
-from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, Usage
+from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, ToolCallRequest, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -122,6 +122,10 @@ class OpenAICompatProvider:
             body["logprobs"] = True
             if params.top_logprobs:
                 body["top_logprobs"] = params.top_logprobs
+        if params.tools is not None:
+            body["tools"] = params.tools
+            if params.tool_choice is not None:
+                body["tool_choice"] = params.tool_choice
         if params.json_schema is not None and with_schema:
             body["response_format"] = {
                 "type": "json_schema",
@@ -148,6 +152,14 @@ class OpenAICompatProvider:
             data = json.loads(text)
             choice = data["choices"][0]
             content = choice["message"].get("content") or ""
+            calls = tuple(
+                ToolCallRequest.parse(
+                    str(c.get("id") or f"call_{i}"),
+                    str(c["function"]["name"]),
+                    c["function"].get("arguments", ""),
+                )
+                for i, c in enumerate(choice["message"].get("tool_calls") or [])
+            )
         except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
             raise RetryableError(f"malformed response body: {e}", cause="bad_response") from None
         u = data.get("usage") or {}
@@ -156,6 +168,7 @@ class OpenAICompatProvider:
             usage=Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)),
             logprobs=_parse_logprobs(choice.get("logprobs")),
             finish_reason=choice.get("finish_reason"),
+            tool_calls=calls,
         )
 
     def _raise_for_status(self, status: int, text: str, headers: Any) -> None:

@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from proctor.errors import ModelCallError, UserError
-from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, Usage
+from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, ToolCallRequest, Usage
 
-ScriptFn = Callable[[list[Message], GenerationParams], "str | RawReply"]
+ScriptFn = Callable[[list[Message], GenerationParams], "str | RawReply | dict[str, Any]"]
 # (text before the token, token) -> the token's log-probability.
 TokenScoreFn = Callable[[str, str], float]
 
@@ -60,6 +60,7 @@ def _words(text: str) -> int:
 class ScriptedProvider:
     provider = "scripted"
     supports_json_schema = False
+    supports_tools = True  # a script may answer with tool calls: {"content": ..., "tool_calls": [...]}
 
     def __init__(self, name: str, *, where: str = "model") -> None:
         self.model = name
@@ -98,6 +99,14 @@ class ScriptedProvider:
         out = self._fn(messages, params)
         if isinstance(out, RawReply):
             return out
+        if isinstance(out, dict):  # {"content": ..., "tool_calls": [{"name", "arguments" (text or object)}]}
+            text = str(out.get("content") or "")
+            calls = tuple(
+                ToolCallRequest.parse(str(c.get("id") or f"call_{i}"), str(c["name"]), c.get("arguments", ""))
+                for i, c in enumerate(out.get("tool_calls") or [])
+            )
+            usage = Usage(sum(_words(m["content"]) for m in messages), _words(text) + 5 * len(calls))
+            return RawReply(text=text, usage=usage, finish_reason="stop", tool_calls=calls)
         prompt = sum(_words(m["content"]) for m in messages)
         return RawReply(text=out, usage=Usage(prompt, _words(out)), finish_reason="stop")
 

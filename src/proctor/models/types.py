@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class Message(TypedDict):
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    # Native function calling: an assistant turn's tool calls (OpenAI form) and a tool result's call id.
+    tool_calls: NotRequired[list[dict[str, Any]]]
+    tool_call_id: NotRequired[str]
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """A tool call the model asked for. `arguments` is the JSON text as the server sent it; when it does not
+    parse into an object, `parsed_arguments` is None and `error` says why (the workflow returns that to the
+    model as an error, it never raises)."""
+
+    id: str
+    name: str
+    arguments: str
+    parsed_arguments: dict[str, Any] | None = None
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, id_: str, name: str, arguments: Any) -> ToolCallRequest:
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as e:
+            return cls(id_, name, raw, None, f"arguments are not valid JSON ({e.msg} at {e.pos})")
+        if not isinstance(value, dict):
+            return cls(id_, name, raw, None, "arguments are not a JSON object")
+        return cls(id_, name, raw, value, None)
+
+    def as_message_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
 
 @dataclass(frozen=True)
@@ -47,6 +82,7 @@ class Completion:
     cached: bool = False
     finish_reason: str | None = None
     cost_usd: float = 0.0
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -63,6 +99,8 @@ class GenerationParams:
     # Score the text of the single user message instead of chatting: a raw-text completions request with
     # echo, whose reply carries the prompt's own token logprobs (see `Model.prompt_logprobs`).
     echo_prompt: bool = False
+    tools: list[dict[str, Any]] | None = None  # OpenAI `tools` entries (native function calling)
+    tool_choice: str | None = None
 
     def as_key(self) -> dict[str, Any]:
         key: dict[str, Any] = {
@@ -76,6 +114,9 @@ class GenerationParams:
         }
         if self.echo_prompt:  # only when set, so the keys of every chat call cached so far stay valid
             key["echo_prompt"] = True
+        if self.tools is not None:
+            key["tools"] = self.tools
+            key["tool_choice"] = self.tool_choice
         return key
 
 
@@ -88,6 +129,7 @@ class RawReply:
     usage: Usage
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
+    tool_calls: tuple[ToolCallRequest, ...] = ()
 
 
 @dataclass(frozen=True)

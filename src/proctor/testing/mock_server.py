@@ -54,7 +54,7 @@ from multidict import CIMultiDict
 
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")
 ECHO_MODES = ("supported", "reject", "ignore")
-ReplyFn = Callable[[dict[str, Any]], str]
+ReplyFn = Callable[[dict[str, Any]], "str | dict[str, Any]"]  # a dict: content + tool_calls
 TokenScoreFn = Callable[[str, str], float]  # (text before the token, token) -> logprob
 
 
@@ -170,7 +170,7 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def reply_text(body: dict[str, Any], config: MockConfig) -> str:
+def reply_text(body: dict[str, Any], config: MockConfig) -> str | dict[str, Any]:
     """The reply content for a chat request (see the module docstring for precedence)."""
     if config.reply is not None:
         return config.reply(body)
@@ -370,15 +370,27 @@ def _reset(state: _State) -> None:
 def _chat(body: dict[str, Any], config: MockConfig) -> web.Response:
     if config.reject_response_format and "response_format" in body:
         return _error(400, "response_format is not supported by this server (mock)", "invalid_request_error")
-    text = reply_text(body, config)
+    out: Any = reply_text(body, config)
+    message: dict[str, Any] = {"role": "assistant", "content": out}
+    finish = "stop"
+    if isinstance(out, dict):  # a reply callback answering with tool calls: {"content", "tool_calls"}
+        if body.get("tools") is None:
+            return _error(400, "tool calls without `tools` in the request (mock)", "invalid_request_error")
+        calls = [
+            {
+                "id": c.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
+                             else json.dumps(c["arguments"])},
+            }
+            for i, c in enumerate(out.get("tool_calls") or [])
+        ]  # fmt: skip
+        message = {"role": "assistant", "content": out.get("content"), "tool_calls": calls}
+        out, finish = str(out.get("content") or ""), "tool_calls"
+    text = str(out)
     messages = body.get("messages") or []
-    prompt_tokens = sum(_words(str(m.get("content", ""))) for m in messages)
-    choice: dict[str, Any] = {
-        "index": 0,
-        "message": {"role": "assistant", "content": text},
-        "finish_reason": "stop",
-        "logprobs": None,
-    }
+    prompt_tokens = sum(_words(str(m.get("content") or "")) for m in messages)
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
     if body.get("logprobs"):
         choice["logprobs"] = _logprobs(text, int(body.get("top_logprobs") or 0))
     return _json(

@@ -13,8 +13,9 @@ async def run_workflow(
 ) -> Trajectory:
     """Answer `question` with the configured workflow."""
     from proctor.agents.workflows.dfsdt import dfsdt
+    from proctor.agents.workflows.function_calling import function_calling
     from proctor.agents.workflows.pal import pal
     from proctor.agents.workflows.react import react
 
-    workflows = {"react": react, "dfsdt": dfsdt, "pal": pal}
+    workflows = {"react": react, "dfsdt": dfsdt, "pal": pal, "function_calling": function_calling}
     return await workflows[cfg.workflow](model, toolbox, question, cfg, choices)

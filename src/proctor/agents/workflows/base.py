@@ -84,6 +84,7 @@ async def model_turn(
     stop: tuple[str, ...] = (),
     then: Callable[[AgentStep, Completion | None], Awaitable[AgentStep]] | None = None,
     toolbox: Toolbox | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> AgentStep:
     """One journaled turn: the stored step on replay (its tool call re-run on `toolbox` to restore the
     tools' state), else a model call (plus `then`, e.g. running the action the reply names) stored once
@@ -91,12 +92,20 @@ async def model_turn(
 
     async def run() -> AgentStep:
         started = time.perf_counter()
-        completion = await model.generate(messages, temperature=0.0, max_tokens=max_tokens, stop=stop)
+        completion = await model.generate(
+            messages, temperature=0.0, max_tokens=max_tokens, stop=stop, tools=tools
+        )
         step = step_from(int(index) if isinstance(index, int) else 0, completion, started)
         return await then(step, completion) if then is not None else step
 
     async def replay(step: AgentStep) -> None:
-        if toolbox is not None and step.action in toolbox.tools:
+        if toolbox is None:
+            return
+        if step.tool_calls and step.action != "program":  # native function calling: every call of the turn
+            for c in step.tool_calls:
+                if c.name in toolbox.tools and "_raw" not in c.arguments:
+                    await toolbox.call(c.name, c.arguments)
+        elif step.action in toolbox.tools:
             await toolbox.call(step.action, step.arguments)
 
     return await journal.step(index, run, replay)

@@ -51,6 +51,9 @@ class LocalProvider(OpenAICompatProvider):
         # Probed on xllamacpp 2026.10: /v1/completions with echo answers 200 with the generated token's
         # logprobs only (no prompt logprobs), so option log-likelihood is off and nothing is sent to ask.
         self.supports_prompt_logprobs = False
+        # The embedded server is started without Jinja chat templates, which llama.cpp needs for `tools`:
+        # native function calling is not offered (use the react, pal or dfsdt workflows instead).
+        self.supports_tools = False
         self.n_parallel = settings.n_parallel  # the default concurrency (read by get_model)
         self.startup_timeout_s = startup_timeout_s
         self.server: LocalServer | None = None

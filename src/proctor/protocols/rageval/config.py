@@ -22,7 +22,9 @@ class GridConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    workflows: list[Literal["react", "pal", "dfsdt"]] = Field(["react", "pal"], description="agent workflows")
+    workflows: list[Literal["react", "pal", "dfsdt", "function_calling"]] = Field(
+        ["react", "pal"], description="agent workflows"
+    )
     llms: list[str] = Field(default_factory=list, description="keys of `models`")
     limits: Limits = Limits()
     step_max_tokens: int = Field(200, ge=16)
@@ -34,7 +36,7 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    database: ConfigFile | Literal["academic"] | None = Field(
+    database: Literal["academic"] | ConfigFile | None = Field(
         "academic",
         description="a database schema (YAML) for template questions, 'academic' for the shipped fictional "
         "academic database, or null for none",

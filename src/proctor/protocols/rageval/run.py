@@ -4,7 +4,8 @@ domain environment — workflow x LLM agents from the grid, plus any configured 
 pipeline, a user's Python callable or HTTP service) -> HotpotQA F1 / EM and R-Eval's error taxonomy per
 answer -> rank table, matching, error and deployment analyses.
 
-A workflow a system cannot run (PAL without a sandbox) is marked not applicable with the reason, not failed.
+A workflow a system cannot run (PAL without a sandbox, function calling on a server without `tools`) is
+marked not applicable with the reason, not failed.
 Every answer is a keyed unit and agent steps are journaled, so a killed run resumes without repeating a
 stored call.
 """
@@ -92,12 +93,12 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
         tasks += hp_tasks
     for t in tasks:
         ctx.store.put_item(t.task_id, RagTask.KIND, t.model_dump(mode="json"))
-    systems = _systems(ctx, envs)
+    systems = await _systems(ctx, envs)
     answers, failed = await _answer(ctx, [s for s in systems if s.not_applicable is None], tasks)
     return summarise(ctx, tasks, systems, answers, failed, stats)
 
 
-def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox]]) -> list[System]:
+async def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox]]) -> list[System]:
     cfg = ctx.settings
     grid = cfg.grid
     out: list[System] = []
