@@ -559,11 +559,11 @@ def test_function_calling_over_http_against_the_mock_server(tmp_path: Path) -> N
 
     # The second run is served from the cache: the same tool calls, no new request.
     def same(t: Any) -> list[Any]:
-        return [
-            (s.model_dump(exclude={"latency_s", "cached", "tool_calls"}), [(c.name, c.arguments, c.result, c.error)
-                                                                           for c in s.tool_calls])
-            for s in t.steps
-        ]  # fmt: skip
+        out = []
+        for s in t.steps:
+            calls = [(c.name, c.arguments, c.result, c.error) for c in s.tool_calls]
+            out.append((s.model_dump(exclude={"latency_s", "cached", "tool_calls"}), calls))
+        return out
 
     assert same(again) == same(first)
     assert all(s.cached for s in again.steps)
