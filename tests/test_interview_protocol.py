@@ -122,6 +122,7 @@ BASE = [
     {"id": "b4", "question": "What does the Ambry Glassworks stamp on every piece?", "answer": "a tern"},
 ]
 NAME = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)+")
+BREAK: set[str] = set()  # which examiner replies are unparseable in a test: "generate", "feedback"
 
 
 def examiner(messages: list[dict[str, Any]], params: Any) -> str:
@@ -144,7 +145,7 @@ def examiner(messages: list[dict[str, Any]], params: Any) -> str:
         assert tier_ is not None
         body = text.split('"""')[1]
         names = NAME.findall(body)
-        if "BROKEN" in body:
+        if "generate" in BREAK and "Port Selwick" in body:
             return "not json at all"
         if tier_.group(1) == "hard":  # a question that states its own answer: dropped
             return json.dumps({"questions": [{"question": f"Is it {names[-1]}?", "answer": names[-1]}]})
@@ -152,6 +153,8 @@ def examiner(messages: list[dict[str, Any]], params: Any) -> str:
         return json.dumps({"questions": [{"question": q, "answer": names[-1]}]})
     if "Evaluate the model's performance" in text:
         CALLS["feedback"] += 1
+        if "feedback" in BREAK and "Who captains the Tarnvik" in text:
+            return "I would rather not say."
         return json.dumps(
             {
                 "flaws_knowledge": "Unsure about <ferries>.",
@@ -390,3 +393,25 @@ def test_crash_during_extension_then_resume_repeats_no_stored_call(
     resumed_calls = sum(v for k, v in RESUME_CALLS.items() if k != "extension")
     assert crashed_calls + resumed_calls == ref_calls  # every call made exactly once
     assert resumed.summary["variants"] == reference.summary["variants"]
+
+
+def test_unparseable_examiner_and_feedback_replies_are_recorded_not_scored(
+    interview_config: Any, tmp_path: Path
+) -> None:
+    BREAK.update({"generate", "feedback"})
+    try:
+        result = run_config(interview_config(), out=tmp_path / "runs", show_progress=False)
+    finally:
+        BREAK.clear()
+    s = result.summary
+    full = s["variants"]["full"]
+    assert full["stats"]["feedback_failed"] == 1
+    assert full["candidates"]["c1"]["batches_without_feedback"] == 1
+    # The batch without feedback is not validated: only the other batch's two questions count.
+    assert full["candidates"]["c1"]["validation"]["n"] == 2
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    causes = dict(con.execute("SELECT kind, error_cause FROM items WHERE status = 'error'").fetchall())
+    assert causes.get("interview_feedback") == "unparseable"
+    assert (
+        full["stats"]["rounds_generation_failed"] == 1 and causes.get("interview_generated") == "unparseable"
+    )
