@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from proctor.candidates import Candidate
-from proctor.candidates.multiple_choice import check_method, select_option
+from proctor.candidates.multiple_choice import check_method, parse_letter, select_option
+from proctor.config import CandidateConfig
 from proctor.constants import LETTERS
-from proctor.errors import UserError
+from proctor.errors import StepError, UserError
 from proctor.prompts import prompt_version, render_messages, render_text
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.exam.config import Config, Retriever
@@ -35,6 +36,8 @@ class Pipeline:
     k: int
     icl: int
     factors: dict[str, str] = field(default_factory=dict)
+    # An agent, Python or HTTP candidate: it answers through its own interface, by letter.
+    external: CandidateConfig | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -63,13 +66,9 @@ def build_pipelines(ctx: RunContext[Config], cfg: Config) -> list[Pipeline]:
             for icl in grid.icl_shots:
                 specs.append((f"{llm}/{retriever}/icl{icl}", llm, retriever, grid.k, icl))
     if cfg.include_candidates:
-        for i, c in enumerate(ctx.config.candidates):
+        for c in ctx.config.candidates:
             if c.model is None or c.agent is not None:
-                raise UserError(
-                    f"candidates[{i}] ({c.name}) is a {c.kind} candidate; the exam grades LLM pipelines by "
-                    f"their option-letter probabilities or replies, so it takes LLM candidates only. Remove "
-                    f"it from this exam config, or set exam.include_candidates: false."
-                )
+                continue  # other kinds answer by letter through their own interface (below)
             for icl in grid.icl_shots:
                 specs.append((f"{c.name}/icl{icl}", c.model, c.retriever, c.k, icl))
     seen: set[tuple[str, str, int, int]] = set()
@@ -93,6 +92,11 @@ def build_pipelines(ctx: RunContext[Config], cfg: Config) -> list[Pipeline]:
         check_method(
             selection_method(cfg, p.model), f"exam.selection (model '{p.model}')", ctx.models[p.model]
         )
+    if cfg.include_candidates:
+        for c in ctx.config.candidates:
+            if c.model is None or c.agent is not None:
+                factors = {"llm": c.name, "retriever": c.kind, "icl": "icl@0"}
+                out.append(Pipeline(c.name, c.model or "", "own", 0, 0, factors, external=c))
     return out
 
 
@@ -122,7 +126,7 @@ def _contexts(
     )
     out: dict[tuple[str, int, str], list[Any]] = {}
     for p in pipelines:
-        if p.retriever == "closed_book":
+        if p.retriever == "closed_book" or p.external is not None:
             continue
         cand = Candidate(p.name, ctx.models[p.model], retriever=ctx.retriever(p.retriever), k=p.k)
         for q in exam:
@@ -182,6 +186,9 @@ def response_key(
     example_ids: list[str],
     context_ids: list[str],
 ) -> str:
+    if p.external is not None:
+        return work_key("exans-ext", ctx.candidate_identity(p.external), q["id"], q["question"], q["choices"],
+                        prompt_version(PROMPT), ctx.config.seed)  # fmt: skip
     return work_key(
         "exans",
         ctx.models[p.model].provider.identity(),
@@ -249,7 +256,8 @@ async def grade(
     for q in exam:
         for p in by_prefix:
             ex_ids = examples[q["id"]][: p.icl]
-            context = [] if p.retriever == "closed_book" else contexts[(p.retriever, p.k, q["id"])]
+            own = p.retriever == "closed_book" or p.external is not None
+            context = [] if own else contexts[(p.retriever, p.k, q["id"])]
             key = response_key(ctx, cfg, p, q, ex_ids, [c.chunk_id for c in context])
             plan.append(Sitting(key, p, q, ex_ids, context))
 
@@ -260,11 +268,15 @@ async def grade(
             "answer": s.question["answer"],
             "example_ids": s.example_ids,
             "retrieved_ids": [c.chunk_id for c in s.context],
-            "method_requested": selection_method(cfg, s.pipeline.model),
+            "method_requested": "generated_letter"
+            if s.pipeline.external is not None
+            else selection_method(cfg, s.pipeline.model),
         }
 
     async def sit(s: Sitting) -> ExamResponse:
         q, p = s.question, s.pipeline
+        if p.external is not None:
+            return await _sit_external(ctx, s, base(s))
         shown = [by_id[i] for i in s.example_ids]
         sel = await select_option(
             ctx.models[p.model],
@@ -298,4 +310,28 @@ async def grade(
         role="candidate",
         output=ExamResponse,
         context=lambda s: base(s) | {"selected": None, "correct": None, "method": None},
+    )
+
+
+async def _sit_external(ctx: RunContext[Config], s: Sitting, base: dict[str, Any]) -> ExamResponse:
+    """An agent, Python or HTTP candidate answers with the options shown; its reply must name one (the
+    letter parsed robustly; a reply naming none is an error on the item, cause `unparseable`)."""
+    assert s.pipeline.external is not None
+    q = s.question
+    ans = await ctx.candidate(s.pipeline.external).answer(q["question"], list(q["choices"]))
+    letter = parse_letter(ans.text, list(q["choices"]))
+    if letter is None:
+        raise StepError(f"the reply names no option: {ans.text[:200]!r}", cause="unparseable")
+    return ExamResponse(
+        **base,
+        selected=letter,
+        selected_index=LETTERS.index(letter),
+        correct=letter == q["answer"],
+        method="generated_letter",
+        fallback=None,
+        probs=None,
+        letter_mass=None,
+        scores=None,
+        logliks=None,
+        reply=ans.text,
     )
