@@ -26,7 +26,8 @@ def test_python_candidate_sits_the_exam(exam_config: Path, tmp_path: Path) -> No
     result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
     con = sqlite3.connect(result.run_dir / "run.sqlite")
     rows = con.execute(
-        "SELECT status, error_cause, json_extract(data, '$.selected') FROM items WHERE kind = 'exam_response' "
+        "SELECT status, error_cause, json_extract(data, '$.selected') FROM items "
+        "WHERE kind = 'exam_response' "
         "AND json_extract(data, '$.pipeline') = 'pipe'"
     ).fetchall()
     assert rows
