@@ -155,6 +155,11 @@ def test_parse_action_grammar() -> None:
     )
     assert parse_action("Action: Finish[1862]", box) == ("Finish", {"answer": "1862"})
     assert parse_action("I will search for it.", box) == "no 'Action: Name[argument]' line"
+    # The call form small models write reads the same way.
+    assert parse_action("Action: Search(Tidal glass)", box) == ("Search", {"entity": "Tidal glass"})
+    assert parse_action('Action: Search("Tidal glass")', box) == ("Search", {"entity": "Tidal glass"})
+    assert parse_action("Action: Search(entity: Tidal glass)", box) == ("Search", {"entity": "Tidal glass"})
+    assert parse_action("Action: Lookup(keyword='fire')", box) == ("Lookup", {"keyword": "fire"})
     assert parse_action("Action: Browse[x]", box) == "unknown action 'Browse'"
 
 
@@ -488,6 +493,29 @@ def test_pal_program_runs_in_the_sandbox_and_is_corrected_after_an_error() -> No
     assert [c.name for c in t.steps[1].tool_calls] == ["Search", "Lookup"]
     assert t.settings["sandbox"] == probe_tier().tier
     assert "(Result 1 / 1) It was first made in 1862." in t.scratchpad
+
+
+def test_pal_programs_get_json_as_values_positional_arguments_and_may_not_fake_tools() -> None:
+    from proctor.agents.sandbox import probe_tier, run_program
+    from proctor.agents.workflows.pal import _redefined
+
+    box = Toolbox([tool(add)])
+    assert _redefined("def add(a, b):\n    return 3\nanswer = add(1, 2)", box) == "add"
+    assert _redefined("add = lambda a, b: 3", box) == "add" and _redefined("answer = add(1, 2)", box) is None
+    if probe_tier().tier == "none":
+        pytest.skip("no sandbox on this machine")
+
+    def info(id: str) -> dict[str, Any]:
+        """Attributes of an entity."""
+        return {"id": id, "year": 2021}
+
+    r = asyncio.run(
+        run_program(
+            "answer = str(add(2, 5)) + '/' + str(info('p1')['year'])",
+            toolbox=Toolbox([tool(add), tool(info)]),
+        )
+    )
+    assert r.cause == "finished" and r.answer == "7/2021"
 
 
 # --- native function calling -----------------------------------------------------------------------------

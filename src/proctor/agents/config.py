@@ -17,7 +17,9 @@ class Limits(BaseModel):
         20_000, ge=100, description="prompt + completion tokens per question (stop: budget)"
     )
     max_cost_usd: float | None = Field(None, gt=0, description="cost per question (stop: budget)")
-    max_seconds: float = Field(300.0, gt=0, description="wall time per question (stop: timeout)")
+    max_seconds: float = Field(
+        900.0, gt=0, description="wall time per question, waiting for a busy model included (stop: timeout)"
+    )
     max_context_tokens: int = Field(
         7000, ge=256, description="a prompt longer than this stops the trajectory (stop: context_limit)"
     )

@@ -261,8 +261,12 @@ async def run_program(
                         name, args = str(msg.get("tool")), msg.get("arguments") or {}
                         tool = toolbox.tools.get(name)
                         if isinstance(args, dict) and "__positional__" in args and tool is not None:
-                            params = list(tool.arguments.model_fields)  # f(x): x is the first parameter
-                            args = {params[0]: args["__positional__"]} if params else {}
+                            # f(x, y): positional arguments fill the parameters in order
+                            params = list(tool.arguments.model_fields)
+                            given = list(args.pop("__positional__"))
+                            if len(given) > len(params):
+                                args["__extra__"] = given[len(params) :]  # rejected by validation
+                            args.update(zip(params, given, strict=False))
                         call = await toolbox.call(name, args)
                         calls.append(call)
                         reply = {"error": call.error} if call.error else {"result": call.result}

@@ -18,19 +18,22 @@ class ToolError(Exception):
 
 
 def _call(name, args, kwargs):
+    payload = dict(kwargs)
     if args:
-        if len(args) == 1 and not kwargs:
-            kwargs = {"__positional__": args[0]}
-        else:
-            raise ToolError(f"{name}: pass arguments by name, e.g. {name}(entity='...')")
-    _REQ.write(json.dumps({"tool": name, "arguments": kwargs}) + "\n")
+        payload["__positional__"] = list(args)
+    _REQ.write(json.dumps({"tool": name, "arguments": payload}) + "\n")
     line = _RESP.readline()
     if not line:
         raise ToolError("the tool channel is closed")
     reply = json.loads(line)
     if reply.get("error"):
         raise ToolError(reply["error"])
-    return reply.get("result")
+    result = reply.get("result")
+    try:  # a tool that answers JSON gives the program a list or dict
+        value = json.loads(result)
+    except (TypeError, ValueError):
+        return result
+    return value if isinstance(value, (list, dict)) else result
 
 
 def _make(name):

@@ -35,6 +35,24 @@ def extract_code(text: str) -> str | None:
     return text.strip() or None
 
 
+def _redefined(code: str, toolbox: Toolbox) -> str | None:
+    """The name of a tool the program defines or assigns itself (faking its results), if any."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        names = [node.name] if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        for n in names:
+            if n in toolbox.tools:
+                return n
+    return None
+
+
 async def pal(
     model: Model, toolbox: Toolbox, question: str, cfg: AgentConfig, choices: list[str] | None = None
 ) -> Trajectory:
@@ -66,6 +84,12 @@ async def pal(
         if code is None:
             step.error = "parse_error: no Python program in the reply"
             step.observation = "No program found: reply with one ```python code block."
+            return step
+        redefined = _redefined(code, toolbox)
+        if redefined:
+            step.action, step.arguments = "program", {"code": code}
+            step.error = f"program_error: the program defines {redefined} itself instead of calling the tool"
+            step.observation = step.error
             return step
         result = await run_program(code, toolbox=toolbox, limits=limits, tier=tier, allow_unsafe=unsafe)
         step.action, step.arguments = "program", {"code": code}

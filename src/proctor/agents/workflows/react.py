@@ -1,6 +1,7 @@
 """ReAct: Thought / Action / Observation turns with a strict action grammar.
 
-An action is `Name[argument]` for a tool with one text parameter (Search[entity], Lookup[keyword]),
+An action is `Name[argument]` for a tool with one text parameter (Search[entity], Lookup[keyword]) — the
+call form `Name(argument)` (also `Name("argument")`, `Name(key: argument)`) is read the same way —,
 `Name{"arg": value, ...}` (a JSON object) for any tool, or `Finish[answer]`. A reply without a valid action
 gets an observation naming the valid forms (and counts toward `max_parse_errors`). The observation of a
 step never contains a grade of the answer (R-Eval's code writes the verdict into the scratchpad, which
@@ -24,7 +25,8 @@ from proctor.models.types import Completion
 from proctor.prompts import render_messages
 
 PROMPT = "agents/react"
-ACTION = re.compile(r"^\s*Action\s*\d*\s*:\s*([A-Za-z_]\w*)\s*(\[.*\]|\{.*\})\s*$", re.M | re.S)
+ACTION = re.compile(r"^\s*Action\s*\d*\s*:\s*([A-Za-z_]\w*)\s*(\[.*\]|\{.*\}|\(.*\))\s*$", re.M | re.S)
+_KWARG = re.compile(r"^\s*(\w+)\s*[:=]\s*(.*)$", re.S)
 THOUGHT = re.compile(r"Thought\s*\d*\s*:\s*(.*?)(?=\n\s*Action\s*\d*\s*:|\Z)", re.S)
 
 
@@ -48,6 +50,12 @@ def parse_action(text: str, toolbox: Toolbox) -> tuple[str, dict[str, Any]] | st
         return "no 'Action: Name[argument]' line"
     name, body = found[-1]
     inner = body[1:-1].strip()
+    if body.startswith(
+        "("
+    ):  # Name(x), Name("x"), Name(key: x) or Name(key=x): the call form small models write
+        kw = _KWARG.match(inner)
+        inner = (kw.group(2) if kw else inner).strip().strip("\"'")
+        body = f"[{inner}]"
     if name.lower() == "finish":
         return "Finish", {"answer": inner}
     t = next((t for n, t in toolbox.tools.items() if n.lower() == name.lower()), None)
