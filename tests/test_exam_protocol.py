@@ -64,8 +64,23 @@ def _doc(topic: str) -> str:
     return "\n".join(parts)
 
 
+GUESSES = {"on": False}
+
+
 def examiner(messages, params):
     text = messages[-1]["content"]
+    if "multiple-choice" not in text and "Classify each question" not in text:
+        # Closed-book answerability: without context this examiner names no option (tested elsewhere).
+        if GUESSES["on"]:
+            # It "knows" the harbour items without the corpus (names the correct option) and gets every
+            # other item wrong.
+            options = _options(text)
+            truths = {v for facts in FACTS.values() for (_, _, v, _) in facts}
+            right = next((k for k, o in options.items() if o in truths), None)
+            if "harbour" in text.lower() and right:
+                return right
+            return next(k for k, o in options.items() if k != right)
+        return "I cannot tell which."
     if "Classify each question" in text:
         ids = re.findall(r"^\[(\d+)\]", text, re.M)
         return json.dumps({"labels": [{"id": i, "bloom": "remember", "question_word": "what"} for i in ids]})
@@ -190,7 +205,8 @@ def test_exam_run_end_to_end(exam_config: Path, tmp_path: Path) -> None:
     ex = s["exam"]
     # 12 generated; "according to the text" and the repeated-answer question are filtered and counted.
     assert ex["generated"] == 12
-    assert ex["filtered"] == {"not_self_contained": 1, "options_repeat": 1}
+    assert ex["filtered"] == {"not_self_contained": 1, "options_repeat": 1, "guessable": 0}
+    assert ex["guessability"]["measured"] == 0  # this examiner names no option without context
     assert ex["distractors_removed"]["options_repeat"] == 2
     assert ex["kept"] == ex["questions"] == 10
     # The exam file: required keys, loadable by pandas, balanced letters, answer consistent with choices.
@@ -458,3 +474,32 @@ def test_target_questions_stops_at_the_cap_and_says_so(exam_config: Path, tmp_pa
 
     with pytest.raises(UserError, match="max_questions"):
         run_config(tmp_path / "bad.yaml", out=tmp_path / "runs", show_progress=False)
+
+
+def test_guessable_items_are_dropped_and_the_closed_book_baseline_reported(
+    exam_config: Path, tmp_path: Path
+) -> None:
+    GUESSES["on"] = True
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        GUESSES["on"] = False
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    ex = json.loads(con.execute("SELECT data FROM artifacts WHERE name = 'exam_stats'").fetchone()[0])
+    g = ex["guessability"]
+    harbour = [k for k, v in g["per_item"].items() if v["guessability"] == 1.0]
+    assert harbour and all(v["guessability"] in (0.0, 1.0) for v in g["per_item"].values())
+    assert ex["filtered"]["guessable"] == len(harbour) and g["guessable_by_topic"]["harbour.md"] == 1.0
+    kept = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
+    assert not {q["id"] for q in kept} & set(harbour)
+    baselines = json.loads(
+        con.execute("SELECT data FROM artifacts WHERE name = 'exam_baselines'").fetchone()[0]
+    )
+    assert baselines["closed_book_examiner"]["value"] == 0.0 and baselines["closed_book_examiner"][
+        "n"
+    ] == len(kept)
+    html = (result.run_dir / "report.html").read_text()
+    assert (
+        "Closed-book answerability" in html
+        and "the examiner, closed-book (question and options only)" in html
+    )

@@ -288,6 +288,26 @@ class Config(Strict):
         "rules fill what it leaves out) or rules only (no calls)",
     )
     label_batch_size: int = Field(8, ge=1, le=50, description="questions labelled per examiner call")
+    # Closed-book answerability.
+    guessability: bool = Field(
+        True,
+        description="the examiner (and guessability_models) answers each kept item without any context; the "
+        "probability of the correct option is the item's guessability (report, filter, baseline)",
+    )
+    guessability_models: list[str] = Field(
+        default_factory=list, description="further reference models (keys of `models`) averaged in"
+    )
+    guessability_samples: int = Field(
+        5, ge=1, le=50, description="answers sampled (temperature 0.7) when a server gives no letter logprobs"
+    )
+    max_guessability: float | None = Field(
+        0.75,
+        ge=0.0,
+        le=1.0,
+        description="drop items whose guessability is at least this (0.75 = three times chance for 4 "
+        "options: answered from the question alone); null = keep all, report only",
+    )
+
     # Grading.
     grid: GridConfig = GridConfig()
     include_candidates: bool = Field(True, description="also grade the run's `candidates:` (x icl_shots)")

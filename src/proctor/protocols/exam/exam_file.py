@@ -5,7 +5,8 @@
 
 Required keys (other protocols rely on them): id, question, choices (4 strings), answer ("A".."D"),
 answer_index, rationale, source_chunk_ids, bloom, question_word, generator, prompt_version. Extra keys
-written by proctor: topic (the source document), source, bloom_source, question_word_source.
+written by proctor: topic (the source document), source, bloom_source, question_word_source, guessability
+(closed-book answerability).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ REQUIRED = (
     "generator",
     "prompt_version",
 )
-EXTRA = ("topic", "source", "bloom_source", "question_word_source")
+EXTRA = ("topic", "source", "bloom_source", "question_word_source", "guessability")
 
 
 def exam_record(q: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ BASELINES = (
     ("best_fixed_letter", "best fixed letter"),
     ("always_longest", "always the longest option"),
     ("always_shortest", "always the shortest option"),
+    ("closed_book_examiner", "the examiner, closed-book (question and options only)"),
 )
 STAT_ORDER = (
     "source",
@@ -280,14 +281,44 @@ def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]
     return {"questions": out, "total": len(questions), "limit": MAX_BROWSER}
 
 
+def _guessability(
+    g: dict[str, Any] | None, irt_items: dict[str, Any], dropped: int | None
+) -> dict[str, Any] | None:
+    """Closed-book answerability: distribution, guessable share per topic, and its relation to the IRT
+    difficulty and guessing of the items kept (Spearman)."""
+    if not g:
+        return None
+    if g.get("skipped"):
+        return {"skipped": g["skipped"]}
+    from scipy.stats import spearmanr
+
+    per = {k: v.get("guessability") for k, v in (g.get("per_item") or {}).items()}
+    pairs = {
+        name: [
+            (per[i], it[field])
+            for i, it in irt_items.items()
+            if per.get(i) is not None and it.get(field) is not None
+        ]
+        for name, field in (("difficulty", "difficulty"), ("guessing", "guessing"))
+    }
+    corr = {}
+    for name, xy in pairs.items():
+        if len(xy) >= 5 and len({x for x, _ in xy}) > 1 and len({y for _, y in xy}) > 1:
+            rho = spearmanr([x for x, _ in xy], [y for _, y in xy]).statistic
+            corr[name] = {"rho": round(float(rho), 3), "n": len(xy)}
+    return {**{k: v for k, v in g.items() if k != "per_item"}, "dropped": dropped, "irt": corr}
+
+
 def exam_context(store: RunStore) -> dict[str, Any]:
     """Everything the exam template shows, from the store only."""
     stats = store.get_artifact("exam_stats") or {}
     irt_raw = store.get_artifact("exam_irt") or {}
     irt = _irt(irt_raw)
     irt_items = {it["id"]: it for it in irt_raw.get("items") or []}
+    guess = stats.get("guessability") if isinstance(stats.get("guessability"), dict) else None
     return {
-        "stats": _stat_rows(stats),
+        "guessability": _guessability(guess, irt_items, (stats.get("filtered") or {}).get("guessable")),
+        "stats": _stat_rows({k: v for k, v in stats.items() if k != "guessability"}),
         "labels": stats.get("labels"),
         "distributions": [(k, stats[k]) for k in ("bloom", "question_word", "topic") if stats.get(k)],
         "baselines": _baselines(store.get_artifact("exam_baselines")),

@@ -23,12 +23,37 @@ from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.exam_file import read_exam, write_exam
 from proctor.protocols.exam.filters import Embeddings
 from proctor.protocols.exam.grading import ExamResponse, Pipeline, Sitting, build_pipelines, grade
+from proctor.protocols.exam.guessability import closed_book_baseline, guess
 from proctor.protocols.exam.labels import label_exam
 from proctor.protocols.exam.stats import bias_baselines, distribution, max_baseline_gap
 from proctor.protocols.steps import Outcome
 
 log = logging.getLogger("proctor")
 BREAKDOWNS = ("bloom", "question_word", "topic")
+
+
+def _guess_stats(
+    exam: list[dict[str, Any]], guesses: dict[str, dict[str, Any]], threshold: float | None
+) -> dict[str, Any]:
+    """Guessability over the items before the filter: distribution, share guessable per topic."""
+    values = [g for q in exam if (g := guesses[q["id"]]["guessability"]) is not None]
+    by_topic: dict[str, list[float]] = {}
+    for q in exam:
+        g = guesses[q["id"]]["guessability"]
+        if g is not None:
+            by_topic.setdefault(str(q.get("topic") or "unknown"), []).append(g)
+    cut = threshold if threshold is not None else 0.75
+    return {
+        "items": len(exam),
+        "measured": len(values),
+        "mean": round(sum(values) / len(values), 4) if values else None,
+        "histogram": {f"{b / 10:.1f}": sum(1 for v in values if min(int(v * 10), 9) == b) for b in range(10)},
+        "threshold": cut,
+        "guessable_by_topic": {
+            t: round(sum(1 for v in vs if v >= cut) / len(vs), 4) for t, vs in sorted(by_topic.items())
+        },
+        "per_item": {q["id"]: guesses[q["id"]] for q in exam},
+    }
 
 
 async def build_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -191,18 +216,33 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
             "`embedder`. Add one (e.g. `embedder: local/all-minilm-l6-v2`) or use chunk_sampling: spread."
         )
     exam, stats = await build_exam(ctx, cfg)
+    guesses: dict[str, dict[str, Any]] = {}
+    if cfg.guessability and exam and "examiner" not in ctx.config.roles:
+        stats["guessability"] = {"skipped": "no examiner role to answer the items closed-book"}
+    elif cfg.guessability and exam:
+        guesses = await guess(ctx, exam)
+        for q in exam:
+            q["guessability"] = guesses[q["id"]]["guessability"]
+        stats["guessability"] = _guess_stats(exam, guesses, cfg.max_guessability)
+        if cfg.max_guessability is not None:
+            kept = [q for q in exam if q["guessability"] is None or q["guessability"] < cfg.max_guessability]
+            stats.setdefault("filtered", {})["guessable"] = len(exam) - len(kept)
+            stats["kept"] = len(kept)
+            exam = kept
     for q in exam:
         ctx.store.put_item(q["id"], "exam_question", q)
     _supersede(ctx, "exam_question", {q["id"] for q in exam})
     write_exam(ctx.run_dir / "exam.jsonl", exam)
     baselines = bias_baselines(exam)
+    if guesses and (cb := closed_book_baseline(exam, guesses))["n"]:
+        baselines["closed_book_examiner"] = cb
     stats["bloom"] = distribution(exam, "bloom")
     stats["question_word"] = distribution(exam, "question_word")
     stats["topic"] = distribution(exam, "topic")
     ctx.store.put_artifact("exam_stats", stats)
     ctx.store.put_artifact("exam_baselines", baselines)
     ctx.store.put_artifact("exam_pipelines", [p.as_dict() for p in pipelines])
-    for name in ("best_fixed_letter", "always_longest", "always_shortest"):
+    for name in ("best_fixed_letter", "always_longest", "always_shortest", "closed_book_examiner"):
         b = baselines.get(name)
         if b:
             ctx.store.put_metric(
@@ -242,9 +282,9 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
                 lo=None if a["se"] is None else a["ability"] - 1.96 * a["se"],
                 hi=None if a["se"] is None else a["ability"] + 1.96 * a["se"],
             )
-        kept = (irt.get("prune") or {}).get("kept_ids")
-        if kept:
-            keep = set(kept)
+        kept_ids = (irt.get("prune") or {}).get("kept_ids")
+        if kept_ids:
+            keep = set(kept_ids)
             write_exam(ctx.run_dir / "exam_pruned.jsonl", [q for q in exam if q["id"] in keep])
         warnings += [f"IRT: {w}" for w in irt.get("warnings", [])]
         if irt.get("skipped"):
