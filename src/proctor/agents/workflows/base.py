@@ -13,6 +13,7 @@ from proctor.agents.config import Limits
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Toolbox
 from proctor.agents.trace import AgentStep, StopReason
+from proctor.errors import ModelCallError
 from proctor.models.base import Model
 from proctor.models.types import Completion, Message
 
@@ -109,3 +110,19 @@ async def model_turn(
             await toolbox.call(step.action, step.arguments)
 
     return await journal.step(index, run, replay)
+
+
+async def take_turn(
+    guard: Guard, steps: list[AgentStep], turn: Awaitable[AgentStep]
+) -> tuple[StopReason, str] | None:
+    """Run one turn and count it (`steps`, the guard's tokens and cost); a call the run's budget refused
+    becomes the `budget` stop instead of an error."""
+    try:
+        step = await turn
+    except ModelCallError as e:
+        if e.cause == "budget":
+            return "budget", str(e)
+        raise
+    steps.append(step)
+    guard.spend(step)
+    return None

@@ -13,8 +13,8 @@ from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Toolbox, ToolCall
 from proctor.agents.trace import AgentStep, StopReason, Trajectory
-from proctor.agents.workflows.base import Guard, model_turn
-from proctor.errors import ModelCallError, UserError
+from proctor.agents.workflows.base import Guard, model_turn, take_turn
+from proctor.errors import UserError
 from proctor.models.base import Model
 from proctor.models.types import Completion, Message
 from proctor.prompts import render_messages
@@ -83,17 +83,14 @@ async def function_calling(
         limit = guard.before_turn(len(steps), sum(len(str(m["content"])) for m in messages))
         if limit is not None:
             return end(*limit)
-        try:
-            step = await model_turn(
-                journal, len(steps), model, messages, max_tokens=cfg.step_max_tokens, then=act,
-                toolbox=toolbox, tools=schemas,
-            )  # fmt: skip
-        except ModelCallError as e:
-            if e.cause == "budget":
-                return end("budget", str(e))
-            raise
-        steps.append(step)
-        guard.spend(step)
+        turn = model_turn(
+            journal, len(steps), model, messages, max_tokens=cfg.step_max_tokens, then=act, toolbox=toolbox,
+            tools=schemas,
+        )  # fmt: skip
+        stopped = await take_turn(guard, steps, turn)
+        if stopped is not None:
+            return end(*stopped)
+        step = steps[-1]
         if not step.tool_calls:
             return end("finished", "a reply without tool calls", step.raw.strip())
         problem = guard.after_call(step.action or "", step.arguments)

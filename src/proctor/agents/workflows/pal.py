@@ -13,8 +13,8 @@ from proctor.agents.journal import Journal
 from proctor.agents.sandbox import SandboxLimits, probe_tier, refuse_message, run_program
 from proctor.agents.tools import Toolbox
 from proctor.agents.trace import AgentStep, StopReason, Trajectory
-from proctor.agents.workflows.base import Guard, model_turn
-from proctor.errors import ModelCallError, UserError
+from proctor.agents.workflows.base import Guard, model_turn, take_turn
+from proctor.errors import UserError
 from proctor.models.base import Model
 from proctor.models.types import Completion
 from proctor.prompts import render_messages
@@ -110,16 +110,16 @@ async def pal(
         limit = guard.before_turn(len(steps), sum(len(m["content"]) for m in messages))
         if limit is not None:
             return end(*limit)
-        try:
-            step = await model_turn(
+        stopped = await take_turn(
+            guard,
+            steps,
+            model_turn(
                 journal, len(steps), model, messages, max_tokens=cfg.step_max_tokens * 2, then=execute
-            )
-        except ModelCallError as e:
-            if e.cause == "budget":
-                return end("budget", str(e))
-            raise
-        steps.append(step)
-        guard.spend(step)
+            ),
+        )
+        if stopped is not None:
+            return end(*stopped)
+        step = steps[-1]
         if step.error is None and step.observation is not None:
             return end("finished", "the program set `answer`", step.observation.removeprefix("answer = "))
         attempts.append(

@@ -18,8 +18,7 @@ from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Tool, Toolbox
 from proctor.agents.trace import AgentStep, StopReason, Trajectory
-from proctor.agents.workflows.base import Guard, model_turn
-from proctor.errors import ModelCallError
+from proctor.agents.workflows.base import Guard, model_turn, take_turn
 from proctor.models.base import Model
 from proctor.models.types import Completion
 from proctor.prompts import render_messages
@@ -131,8 +130,10 @@ async def react(
         limit = guard.before_turn(len(steps), sum(len(m["content"]) for m in messages))
         if limit is not None:
             return end(*limit)
-        try:
-            step = await model_turn(
+        stopped = await take_turn(
+            guard,
+            steps,
+            model_turn(
                 journal,
                 len(steps),
                 model,
@@ -141,13 +142,11 @@ async def react(
                 stop=("\nObservation",),
                 then=act,
                 toolbox=toolbox,
-            )
-        except ModelCallError as e:
-            if e.cause == "budget":
-                return end("budget", str(e))
-            raise
-        steps.append(step)
-        guard.spend(step)
+            ),
+        )
+        if stopped is not None:
+            return end(*stopped)
+        step = steps[-1]
         if step.action == "Finish":
             return end("finished", "Finish", str(step.arguments.get("answer", "")).strip())
         if step.action is None:
