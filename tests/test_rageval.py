@@ -223,3 +223,12 @@ rageval:
         and exp["rejected: invalid"] == 1
     )
     assert s["tasks"]["by_task"]["x1_born"] == 2
+
+
+def test_database_academic_is_not_taken_for_a_file(tmp_path: Path) -> None:
+    from proctor.config_paths import config_dir
+    from proctor.protocols.rageval.config import Config
+
+    with config_dir(tmp_path):
+        assert Config.model_validate({"database": "academic"}).database == "academic"
+        assert Config.model_validate({"database": "db/schema.yaml"}).database == str(tmp_path / "db/schema.yaml")
