@@ -107,9 +107,9 @@ def react_llm(messages: list[dict[str, Any]], params: Any) -> str:
         m = re.search(r"How many papers has (.*) published\?", text)
         if m:
             return (
-                "```python\nimport json\n"
-                f"hits = json.loads(searchPerson(name={m.group(1)!r}))\n"
-                "pubs = json.loads(getPersonPubs(id=hits[0]['id']))\nanswer = str(len(pubs))\n```"
+                "```python\n"  # JSON tool results reach the program as lists and dicts
+                f"hits = searchPerson(name={m.group(1)!r})\n"
+                "pubs = getPersonPubs(id=hits[0]['id'])\nanswer = str(len(pubs))\n```"
             )
         return "```python\nanswer = 'unknown'\n```"
     m = re.search(r"How many papers has (.*) published\?", text)
@@ -231,4 +231,5 @@ def test_database_academic_is_not_taken_for_a_file(tmp_path: Path) -> None:
 
     with config_dir(tmp_path):
         assert Config.model_validate({"database": "academic"}).database == "academic"
-        assert Config.model_validate({"database": "db/schema.yaml"}).database == str(tmp_path / "db/schema.yaml")
+        path = Config.model_validate({"database": "db/schema.yaml"}).database
+        assert path == str(tmp_path / "db/schema.yaml")
