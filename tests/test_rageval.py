@@ -233,3 +233,59 @@ def test_database_academic_is_not_taken_for_a_file(tmp_path: Path) -> None:
         assert Config.model_validate({"database": "academic"}).database == "academic"
         path = Config.model_validate({"database": "db/schema.yaml"}).database
         assert path == str(tmp_path / "db/schema.yaml")
+
+
+# --- a crash mid-grid, then resume ----------------------------------------------------------------------
+
+CRASH = {"after": -1, "n": 0, "crashed": 0}
+
+
+class Crash(RuntimeError):
+    """Escapes the protocol like the death of the process."""
+
+
+def crashing_llm(messages: list[dict[str, Any]], params: Any) -> str:
+    if CRASH["after"] >= 0 and (CRASH["crashed"] or CRASH["n"] >= CRASH["after"]):
+        CRASH["crashed"] = 1
+        raise Crash("killed mid-grid")
+    CRASH["n"] += 1
+    return react_llm(messages, params)
+
+
+register_script("rg-crashing", crashing_llm)
+
+
+def test_crash_mid_grid_then_resume_repeats_no_stored_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "templates.yaml").write_text(TEMPLATES)
+    cfg = tmp_path / "rageval.yaml"
+    cfg.write_text(
+        """
+protocol: rageval
+corpus: {}
+models: {m: scripted/rg-crashing}
+rageval:
+  templates: templates.yaml
+  instances_per_template: 3
+  documents: false
+  grid: {workflows: [react, dfsdt], llms: [m]}
+"""
+    )
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "c0"))
+    CRASH.update(after=-1, n=0, crashed=0)
+    ref = run_config(cfg, out=tmp_path / "ref", show_progress=False)
+    total = CRASH["n"]
+    assert total > 10
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "c1"))
+    CRASH.update(after=total // 2, n=0, crashed=0)
+    with pytest.raises(Crash):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    before = CRASH["n"]
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "c2"))  # empty: only the run store can help
+    CRASH.update(after=-1, n=0, crashed=0)
+    resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
+    assert before + CRASH["n"] == total  # every model call made exactly once across the two processes
+    for name in ("react:m", "dfsdt:m"):
+        assert resumed.summary["systems"][name]["categories"] == ref.summary["systems"][name]["categories"]
+        assert resumed.summary["systems"][name]["by_task"] == ref.summary["systems"][name]["by_task"]
