@@ -607,3 +607,25 @@ def test_embedded_model_declares_no_tool_support() -> None:
     model = get_model("local/qwen2.5-coder-0.5b", cache=False)
     assert asyncio.run(model.supports_tools()) is False
     assert model.provider.server is None  # answered without starting the server
+
+
+def test_a_python_candidate_in_a_kieval_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Multi-turn protocols hand a Python candidate the conversation; its replies are scored like any."""
+    from test_kieval_protocol import write_config
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "bot.py").write_text(
+        "SEEN = []\n"
+        "def answer(question, conversation=None):\n"
+        "    SEEN.append(len(conversation or []))\n"
+        "    return 'B) Carbon dioxide.' if not conversation or len(conversation) <= 2 else 'On-topic reply.'\n"
+    )
+    cfg = write_config(tmp_path, candidates=f'  - {{name: py, python: "{tmp_path / "bot.py"}:answer"}}')
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    py = result.summary["candidates"]["py"]
+    assert py["model"].startswith("python:")
+    rounds = [json.loads(line) for line in (result.run_dir / "items.jsonl").read_text().splitlines()]
+    replies = [r for r in rounds if r.get("kind") == "kieval_round" and r.get("candidate") == "py"]
+    assert replies, "the conversation ran with the Python candidate"
