@@ -620,7 +620,8 @@ def test_a_python_candidate_in_a_kieval_conversation(
         "SEEN = []\n"
         "def answer(question, conversation=None):\n"
         "    SEEN.append(len(conversation or []))\n"
-        "    return 'B) Carbon dioxide.' if not conversation or len(conversation) <= 2 else 'On-topic reply.'\n"
+        "    first = not conversation or len(conversation) <= 2\n"
+        "    return 'B) Carbon dioxide.' if first else 'On-topic reply.'\n"
     )
     cfg = write_config(tmp_path, candidates=f'  - {{name: py, python: "{tmp_path / "bot.py"}:answer"}}')
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
