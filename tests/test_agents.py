@@ -160,6 +160,10 @@ def test_parse_action_grammar() -> None:
     assert parse_action('Action: Search("Tidal glass")', box) == ("Search", {"entity": "Tidal glass"})
     assert parse_action("Action: Search(entity: Tidal glass)", box) == ("Search", {"entity": "Tidal glass"})
     assert parse_action("Action: Lookup(keyword='fire')", box) == ("Lookup", {"keyword": "fire"})
+    assert parse_action("Thought: done.\nFinish[1862]", box) == ("Finish", {"answer": "1862"})
+    assert (
+        parse_action("Search[Tidal glass]", box) == "no 'Action: Name[argument]' line"
+    )  # tools need the label
     assert parse_action("Action: Browse[x]", box) == "unknown action 'Browse'"
 
 
@@ -609,9 +613,7 @@ def test_embedded_model_declares_no_tool_support() -> None:
     assert model.provider.server is None  # answered without starting the server
 
 
-def test_a_python_candidate_in_a_kieval_conversation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_python_candidate_in_a_kieval_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Multi-turn protocols hand a Python candidate the conversation; its replies are scored like any."""
     from test_kieval_protocol import write_config
 

@@ -25,6 +25,8 @@ from proctor.prompts import render_messages
 
 PROMPT = "agents/react"
 ACTION = re.compile(r"^\s*Action\s*\d*\s*:\s*([A-Za-z_]\w*)\s*(\[.*\]|\{.*\}|\(.*\))\s*$", re.M | re.S)
+# A final answer written on its own line without the "Action:" label (small models do) still ends the task.
+BARE_FINISH = re.compile(r"^\s*Finish\s*(\[.*\])\s*$", re.M | re.S)
 _KWARG = re.compile(r"^\s*(\w+)\s*[:=]\s*(.*)$", re.S)
 THOUGHT = re.compile(r"Thought\s*\d*\s*:\s*(.*?)(?=\n\s*Action\s*\d*\s*:|\Z)", re.S)
 
@@ -46,6 +48,9 @@ def parse_action(text: str, toolbox: Toolbox) -> tuple[str, dict[str, Any]] | st
     """(tool name, arguments), ("Finish", {"answer": ...}), or the parse problem as text."""
     found = ACTION.findall(text.split("\nObservation")[0])
     if not found:
+        bare = BARE_FINISH.findall(text.split("\nObservation")[0])
+        if bare:
+            return "Finish", {"answer": bare[-1][1:-1].strip()}
         return "no 'Action: Name[argument]' line"
     name, body = found[-1]
     inner = body[1:-1].strip()
