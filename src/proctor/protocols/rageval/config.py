@@ -27,8 +27,11 @@ class GridConfig(BaseModel):
     )
     llms: list[str] = Field(default_factory=list, description="keys of `models`")
     limits: Limits = Limits()
-    step_max_tokens: int = Field(200, ge=16)
-    sandbox: Literal["auto", "unsafe_local"] = "auto"
+    step_max_tokens: int = Field(200, ge=16, description="reply budget of one agent turn")
+    sandbox: Literal["auto", "unsafe_local"] = Field(
+        "auto",
+        description="PAL: the strongest sandbox available (auto), or plain subprocesses (unsafe_local)",
+    )
 
 
 class Config(BaseModel):
@@ -60,4 +63,4 @@ class Config(BaseModel):
     f1_threshold: float = Field(
         0.05, ge=0.0, le=1.0, description="the error taxonomy's F1 cut (R-Eval: 0.05)"
     )
-    examiner_max_tokens: int = Field(256, ge=32)
+    examiner_max_tokens: int = Field(256, ge=32, description="reply budget of one document question (JSON)")
