@@ -289,3 +289,57 @@ rageval:
     for name in ("react:m", "dfsdt:m"):
         assert resumed.summary["systems"][name]["categories"] == ref.summary["systems"][name]["categories"]
         assert resumed.summary["systems"][name]["by_task"] == ref.summary["systems"][name]["by_task"]
+
+
+HOTPOT = [
+    {
+        "_id": "h1",
+        "question": "Which river flows through the city where the Ambry Glassworks stands?",
+        "answer": "River Ilse",
+        "type": "bridge",
+        "supporting_facts": [["Ambry Glassworks", 0], ["Ambry", 0]],
+        "context": [
+            ["Ambry Glassworks", ["The Ambry Glassworks stands in Ambry.", "It was founded in 1862."]],
+            ["Ambry", ["Ambry is a town on the River Ilse."]],
+        ],
+    },
+    {"_id": "h2", "question": "No context here?", "answer": "x", "context": []},
+]
+
+
+def hotpot_agent(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    observations = re.findall(r"^Observation: (.*)$", text, re.M)
+    if not observations:
+        return "Action: Search[Ambry Glassworks]"
+    if len(observations) == 1:
+        return "Action: Search[Ambry]"
+    return "Thought: found it\nAction: Finish[River Ilse]"
+
+
+register_script("rg-hotpot", hotpot_agent)
+
+
+def test_hotpotqa_file_builds_its_own_document_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "hotpot.json").write_text(json.dumps(HOTPOT))
+    cfg = tmp_path / "rageval.yaml"
+    cfg.write_text(
+        """
+protocol: rageval
+corpus: {}
+models: {m: scripted/rg-hotpot}
+rageval:
+  database: null
+  documents: false
+  hotpotqa: hotpot.json
+  grid: {workflows: [react], llms: [m]}
+"""
+    )
+    s = run_config(cfg, out=tmp_path / "runs", show_progress=False).summary
+    assert s["tasks"]["hotpotqa"] == {"questions": 1, "paragraphs": 2, "skipped": 1}
+    assert s["tasks"]["by_task"] == {"hotpotqa/bridge": 1} and s["tasks"]["by_level"] == {"KA": 1}
+    react = s["systems"]["react:m"]
+    assert react["f1"]["value"] == 1.0 and react["categories"]["EM"] == 1  # gold seen in the Search result

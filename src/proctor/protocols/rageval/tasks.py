@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -283,7 +282,3 @@ def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> tupl
     ]
     stats.hotpotqa = {"questions": len(tasks), "paragraphs": len(chunks), "skipped": skipped}
     return tasks, chunks
-
-
-def dump(tasks: list[RagTask]) -> str:
-    return json.dumps([t.model_dump() for t in tasks], ensure_ascii=False)
