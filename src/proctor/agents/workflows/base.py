@@ -113,12 +113,19 @@ async def model_turn(
 
 
 async def take_turn(
-    guard: Guard, steps: list[AgentStep], turn: Awaitable[AgentStep]
+    guard: Guard,
+    steps: list[AgentStep],
+    messages: list[Message],
+    turn: Callable[[], Awaitable[AgentStep]],
 ) -> tuple[StopReason, str] | None:
-    """Run one turn and count it (`steps`, the guard's tokens and cost); a call the run's budget refused
-    becomes the `budget` stop instead of an error."""
+    """One turn under the guard: a limit reached before it (steps, tokens, cost, time, the prompt's
+    length) stops the trajectory; else the turn runs and is counted (`steps`, tokens, cost); a call the
+    run's budget refused becomes the `budget` stop instead of an error."""
+    limit = guard.before_turn(len(steps), sum(len(str(m["content"])) for m in messages))
+    if limit is not None:
+        return limit
     try:
-        step = await turn
+        step = await turn()
     except ModelCallError as e:
         if e.cause == "budget":
             return "budget", str(e)

@@ -8,6 +8,7 @@ clear message (rageval marks the system not applicable).
 from __future__ import annotations
 
 import json
+from functools import partial
 
 from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
@@ -80,14 +81,13 @@ async def function_calling(
 
     while True:
         messages = _conversation(base, steps)
-        limit = guard.before_turn(len(steps), sum(len(str(m["content"])) for m in messages))
-        if limit is not None:
-            return end(*limit)
-        turn = model_turn(
-            journal, len(steps), model, messages, max_tokens=cfg.step_max_tokens, then=act, toolbox=toolbox,
-            tools=schemas,
+        stopped = await take_turn(
+            guard, steps, messages,
+            partial(model_turn,
+                journal, len(steps), model, messages, max_tokens=cfg.step_max_tokens, then=act,
+                toolbox=toolbox, tools=schemas,
+            ),
         )  # fmt: skip
-        stopped = await take_turn(guard, steps, turn)
         if stopped is not None:
             return end(*stopped)
         step = steps[-1]

@@ -7,6 +7,7 @@ a corrected one, up to `max_steps` programs in all.
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
@@ -107,14 +108,18 @@ async def pal(
             PROMPT, tools=toolbox.describe(), example=example, question=question, choices=choices or [],
             attempts=attempts,
         )  # fmt: skip
-        limit = guard.before_turn(len(steps), sum(len(m["content"]) for m in messages))
-        if limit is not None:
-            return end(*limit)
         stopped = await take_turn(
             guard,
             steps,
-            model_turn(
-                journal, len(steps), model, messages, max_tokens=cfg.step_max_tokens * 2, then=execute
+            messages,
+            partial(
+                model_turn,
+                journal,
+                len(steps),
+                model,
+                messages,
+                max_tokens=cfg.step_max_tokens * 2,
+                then=execute,
             ),
         )
         if stopped is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from typing import Any
 
 from proctor.agents.config import AgentConfig
@@ -132,13 +133,12 @@ async def react(
             choices=choices or [],
             steps=view,
         )
-        limit = guard.before_turn(len(steps), sum(len(m["content"]) for m in messages))
-        if limit is not None:
-            return end(*limit)
         stopped = await take_turn(
             guard,
             steps,
-            model_turn(
+            messages,
+            partial(
+                model_turn,
                 journal,
                 len(steps),
                 model,
