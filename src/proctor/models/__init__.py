@@ -23,6 +23,7 @@ from proctor.models.types import (
     Message,
     RawReply,
     TokenLogprob,
+    ToolCallRequest,
     Usage,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "Provider",
     "RawReply",
     "TokenLogprob",
+    "ToolCallRequest",
     "Usage",
     "get_embedder",
     "get_model",

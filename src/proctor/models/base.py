@@ -31,6 +31,9 @@ from proctor.models.types import (
 # Scored once per model (per cache) to learn whether its server returns prompt logprobs.
 PROBE_TEXT = "Question: What is the capital of France?\nAnswer: Paris"
 _PROBE_VERSION = 1
+# Version 2: a tool call is required of the probe's reply (version 1 took any 200 as a yes).
+_TOOLS_PROBE_VERSION = 2
+PROBE_TOOL_PROMPT = "Call the ping tool."
 PROBE_TOOL = {
     "type": "function",
     "function": {
@@ -47,7 +50,11 @@ class Provider(Protocol):
 
     A provider may declare `supports_prompt_logprobs` (True/False; absent or None: unknown, probed once).
     For a request with `params.echo_prompt` it scores the text of the single user message and returns
-    its token logprobs, or raises `ModelCallError` with cause "unsupported"."""
+    its token logprobs, or raises `ModelCallError` with cause "unsupported".
+
+    Likewise `supports_tools` (native function calling; absent or None: probed once), with an optional
+    `tools_note` saying why. A request with `params.tools` sends them to the server and returns the reply's
+    tool calls in `RawReply.tool_calls` (arguments kept as the raw text; see `ToolCallRequest.parse`)."""
 
     provider: str
     model: str
@@ -120,6 +127,8 @@ class Model:
         self._inflight: dict[int, dict[str, asyncio.Future[RawReply]]] = {}
         self._prompt_logprobs_ok: bool | None = None
         self._tools_ok: bool | None = None
+        # Why `supports_tools` answered as it did (declared, or what the probe saw); None until asked.
+        self.tools_note: str | None = None
 
     def __repr__(self) -> str:
         return f"Model({self.spec})"
@@ -144,8 +153,17 @@ class Model:
         top_logprobs: int = 0,
         stop: tuple[str, ...] | list[str] = (),
         tools: list[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> Completion:
+        """One completion through the call path.
+
+        `tools` are OpenAI `tools` entries ({"type": "function", "function": {name, description, parameters}})
+        and `tool_choice` "auto", "none", "required" or {"type": "function", "function": {"name": ...}}; both
+        are part of the cache key. The model's tool calls come back in `Completion.tool_calls`; arguments
+        that are not a JSON object give the call an `error`, never an exception. A reply with tool calls is
+        not parsed against `json_schema` (it is a step, not the answer). Ask `supports_tools()` first."""
+        if tool_choice is not None and tools is None:
+            raise ValueError(f"{self.spec}: tool_choice={tool_choice!r} needs tools")
         params = GenerationParams(
             temperature=temperature,
             max_tokens=max_tokens,
@@ -169,7 +187,7 @@ class Model:
             cost += self.prices.cost(reply.usage)
             all_cached = all_cached and cached
             parsed = None
-            if json_schema is not None:
+            if json_schema is not None and not reply.tool_calls:
                 try:
                     parsed = parse_json(reply.text, json_schema)
                 except ParseError as e:
@@ -259,32 +277,58 @@ class Model:
         return ok
 
     async def supports_tools(self) -> bool:
-        """Whether this model's server does native function calling: declared by the provider (scripted:
-        yes; the embedded llama.cpp server: no), else probed once with a tiny request offering one tool and
-        cached like the prompt-logprobs probe. A server that rejects `tools` (HTTP 400/422) says no."""
+        """Whether this model's server does native function calling (OpenAI `tools` in, `tool_calls` out).
+
+        Declared by the provider (scripted: yes; the embedded llama.cpp server: no), else probed once with
+        a tiny request offering one tool with `tool_choice="required"` (again without `tool_choice` if the
+        server refuses that): yes only when the reply carries a tool call. A server that rejects `tools`
+        (HTTP 400/404/422) or accepts them but answers in text says no. The answer and its reason
+        (`tools_note`) are kept on the model and in the call cache, so a cached re-run never asks again;
+        transient failures raise."""
         declared = getattr(self.provider, "supports_tools", None)
         if declared is not None:
+            note = getattr(self.provider, "tools_note", None)
+            self.tools_note = note or f"declared by the {self.provider.provider} provider"
             return bool(declared)
         if self._tools_ok is not None:
             return self._tools_ok
-        key = cache_key(self.provider.identity(), {"probe": "tools", "version": _PROBE_VERSION})
+        key = cache_key(self.provider.identity(), {"probe": "tools", "version": _TOOLS_PROBE_VERSION})
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
-            ok = bool(hit["supported"])
+            ok, note = bool(hit["supported"]), str(hit.get("note") or "")
         else:
-            try:
-                await self.generate(
-                    [{"role": "user", "content": "Call the ping tool."}], max_tokens=16, tools=[PROBE_TOOL]
-                )
-                ok = True
-            except ModelCallError as e:
-                if e.cause not in ("http_400", "http_422", "unsupported"):
-                    raise
-                ok = False
+            ok, note = await self._probe_tools()
             if self.cache is not None:
-                self.cache.put(key, {"supported": ok})
-        self._tools_ok = ok
+                self.cache.put(key, {"supported": ok, "note": note})
+        self._tools_ok, self.tools_note = ok, note
         return ok
+
+    async def _probe_tools(self) -> tuple[bool, str]:
+        refused: ModelCallError | None = None
+        for choice in ("required", None):
+            try:
+                c = await self.generate(
+                    [{"role": "user", "content": PROBE_TOOL_PROMPT}],
+                    max_tokens=64,
+                    tools=[PROBE_TOOL],
+                    tool_choice=choice,
+                )
+            except ModelCallError as e:
+                if e.cause not in ("http_400", "http_404", "http_422", "unsupported"):
+                    raise
+                refused = e
+                continue  # some servers refuse tool_choice="required" only: ask once more without it
+            how = 'with tool_choice="required"' if choice else "without tool_choice"
+            if c.tool_calls:
+                return True, f"probe: the server answered a request offering one tool {how} with a tool call"
+            return False, (
+                f"probe: the server accepted `tools` {how} but answered in text, without `tool_calls` "
+                f"(reply: {c.text[:80]!r})"
+            )
+        assert refused is not None
+        return False, (
+            f"probe: the server refused a request with `tools` ({refused.cause}: {str(refused)[:160]})"
+        )
 
     async def _echo(self, text: str) -> tuple[RawReply, bool]:
         if getattr(self.provider, "supports_prompt_logprobs", None) is False:

@@ -152,14 +152,7 @@ class OpenAICompatProvider:
             data = json.loads(text)
             choice = data["choices"][0]
             content = choice["message"].get("content") or ""
-            calls = tuple(
-                ToolCallRequest.parse(
-                    str(c.get("id") or f"call_{i}"),
-                    str(c["function"]["name"]),
-                    c["function"].get("arguments", ""),
-                )
-                for i, c in enumerate(choice["message"].get("tool_calls") or [])
-            )
+            calls = _parse_tool_calls(choice["message"].get("tool_calls"))
         except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
             raise RetryableError(f"malformed response body: {e}", cause="bad_response") from None
         u = data.get("usage") or {}
@@ -249,6 +242,21 @@ class OpenAICompatProvider:
             if not s.closed:
                 await s.close()
         self._sessions.clear()
+
+
+def _parse_tool_calls(raw: Any) -> tuple[ToolCallRequest, ...]:
+    """`choices[0].message.tool_calls`. Whatever the model wrote never raises: arguments that are not a JSON
+    object, or a call without a function name, give that call an `error` for the workflow to return."""
+    out = []
+    for i, c in enumerate(raw if isinstance(raw, list) else []):
+        c = c if isinstance(c, dict) else {}
+        fn: dict[str, Any] = c["function"] if isinstance(c.get("function"), dict) else {}
+        args = fn.get("arguments")
+        call = ToolCallRequest.parse(str(c.get("id") or f"call_{i}"), str(fn.get("name") or ""), args or "")
+        if not call.name:
+            call = ToolCallRequest(call.id, "", call.arguments, None, "the tool call names no function")
+        out.append(call)
+    return tuple(out)
 
 
 def _parse_logprobs(lp: Any) -> list[TokenLogprob] | None:

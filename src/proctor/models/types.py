@@ -100,7 +100,8 @@ class GenerationParams:
     # echo, whose reply carries the prompt's own token logprobs (see `Model.prompt_logprobs`).
     echo_prompt: bool = False
     tools: list[dict[str, Any]] | None = None  # OpenAI `tools` entries (native function calling)
-    tool_choice: str | None = None
+    # "auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}
+    tool_choice: str | dict[str, Any] | None = None
 
     def as_key(self) -> dict[str, Any]:
         key: dict[str, Any] = {

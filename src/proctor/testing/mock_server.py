@@ -21,9 +21,21 @@ prompt's tokens (whitespace-led words) followed by the generated ones; each prom
 without prompt logprobs: "reject" answers echo with HTTP 400 (OpenAI's chat models, older llama.cpp),
 "ignore" returns the generated token's logprobs only (the embedded llama.cpp server).
 
-Replies, in order of precedence: `reply(body) -> str`; the first of `rules` (regex searched in the last
+Replies, in order of precedence: `reply(body) -> str | dict`; with `tools` and a `tool_choice` that forces a
+call ("required", or {"type": "function", "function": {"name": ...}}), a call to the first (or the named)
+tool with minimal arguments satisfying its parameters schema; the first of `rules` (regex searched in the last
 user message -> reply); a minimal JSON object satisfying the request's `response_format` json_schema;
 otherwise a deterministic echo derived from a hash of the messages (distinct requests, distinct replies).
+
+Native function calling: a `reply` callback answers with tool calls by returning
+`{"content": str | None, "tool_calls": [{"name": ..., "arguments": str | dict, "id"?: ...}]}` (arguments given
+as text are sent as they are, so a test can send malformed JSON); the reply then has
+`choices[0].message.tool_calls` and finish_reason "tool_calls". Like OpenAI, the server answers HTTP 400 when
+a `tool` message does not answer a tool call of the assistant message before it, or an assistant's tool call
+is left unanswered. `tools_mode` emulates servers without function calling: "reject" answers any request
+carrying `tools` with HTTP 400 (vLLM without --enable-auto-tool-choice), "ignore" accepts `tools` but never
+returns `tool_calls` — a call the reply asks for is written into the content as JSON text, which is what the
+embedded llama.cpp server does with the packaged Qwen2.5-Coder models.
 
 Faults (`fault_rate` in 0..1, `fault_kinds` drawn by a seeded RNG; with `fault_first_n` only the first N
 attempts of each distinct request body can fault): "429" (with Retry-After), "500", "hang" (sleep
@@ -54,6 +66,7 @@ from multidict import CIMultiDict
 
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")
 ECHO_MODES = ("supported", "reject", "ignore")
+TOOLS_MODES = ("supported", "reject", "ignore")
 ReplyFn = Callable[[dict[str, Any]], "str | dict[str, Any]"]  # a dict: content + tool_calls
 TokenScoreFn = Callable[[str, str], float]  # (text before the token, token) -> logprob
 
@@ -86,6 +99,7 @@ class MockConfig:
     hang_s: float = 30.0
     reject_response_format: bool = False
     echo_mode: str = "supported"
+    tools_mode: str = "supported"
     prompt_logprob: TokenScoreFn | None = None
     embedding_dim: int = 64
     models: Sequence[str] = ("mock",)
@@ -100,6 +114,8 @@ class MockConfig:
             raise ValueError(f"unknown fault kinds {bad}; choose from {FAULT_KINDS}")
         if self.echo_mode not in ECHO_MODES:
             raise ValueError(f"unknown echo_mode {self.echo_mode!r}; choose from {ECHO_MODES}")
+        if self.tools_mode not in TOOLS_MODES:
+            raise ValueError(f"unknown tools_mode {self.tools_mode!r}; choose from {TOOLS_MODES}")
 
 
 @dataclass
@@ -174,6 +190,9 @@ def reply_text(body: dict[str, Any], config: MockConfig) -> str | dict[str, Any]
     """The reply content for a chat request (see the module docstring for precedence)."""
     if config.reply is not None:
         return config.reply(body)
+    forced = _forced_tool_call(body)
+    if forced is not None:
+        return {"content": None, "tool_calls": [forced]}
     messages = body.get("messages") or []
     last = _last_user(messages)
     for pattern, reply in config.rules:
@@ -184,6 +203,65 @@ def reply_text(body: dict[str, Any], config: MockConfig) -> str | dict[str, Any]
         return json.dumps(minimal_instance(schema))
     h = _digest(messages)[:12]
     return f"Mock reply {h} to: {' '.join(last.split()[:12])}"
+
+
+def _forced_tool_call(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The call a server must make when `tool_choice` forces one: the named tool, or ("required") the first,
+    with minimal arguments for its parameters schema; None when the model may answer in text."""
+    offered = body.get("tools") or []
+    tools = [t for t in offered if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    choice = body.get("tool_choice")
+    if not tools or choice in (None, "auto", "none"):
+        return None
+    fn = tools[0]["function"]
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        fn = next((t["function"] for t in tools if t["function"].get("name") == name), fn)
+    params = fn.get("parameters")
+    args = minimal_instance(params) if isinstance(params, dict) else {}
+    return {"name": str(fn.get("name", "")), "arguments": json.dumps(args)}
+
+
+def _tool_message_problem(messages: list[Any]) -> str | None:
+    """What OpenAI rejects in a conversation with tool calls: a `tool` message that answers no tool call of
+    the assistant message before it, a tool call left unanswered, or a malformed assistant tool call."""
+    pending: dict[str, int] = {}  # tool call id -> index of the assistant message that made it
+
+    def unanswered() -> str:
+        ids = ", ".join(sorted(pending))
+        return (
+            f"an assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id' (unanswered: {ids}) (mock)"
+        )
+
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in pending:
+                return (
+                    f"messages[{i}]: a message with role 'tool' must be a response to a preceding message "
+                    f"with 'tool_calls' (tool_call_id {call_id!r} is not pending) (mock)"
+                )
+            del pending[call_id]
+            continue
+        if pending:
+            return unanswered()
+        if role == "assistant":
+            for j, c in enumerate(m.get("tool_calls") or []):
+                fn = c.get("function") if isinstance(c, dict) else None
+                if (
+                    not isinstance(c.get("id"), str)
+                    or not isinstance(fn, dict)
+                    or not isinstance(fn.get("name"), str)
+                    or not isinstance(fn.get("arguments"), str)
+                ):
+                    return (
+                        f"messages[{i}].tool_calls[{j}]: a tool call needs an id and a function with a name "
+                        f"and its arguments as a string (mock)"
+                    )
+                pending[c["id"]] = i
+    return unanswered() if pending else None
 
 
 def _logprobs(text: str, top_n: int) -> dict[str, Any]:
@@ -370,26 +448,49 @@ def _reset(state: _State) -> None:
 def _chat(body: dict[str, Any], config: MockConfig) -> web.Response:
     if config.reject_response_format and "response_format" in body:
         return _error(400, "response_format is not supported by this server (mock)", "invalid_request_error")
+    has_tools = body.get("tools") is not None
+    if has_tools and config.tools_mode == "reject":
+        return _error(400, "tools are not supported by this server (mock)", "invalid_request_error")
+    if not has_tools and body.get("tool_choice") is not None:
+        return _error(400, "tool_choice is only allowed with tools (mock)", "invalid_request_error")
+    messages = body.get("messages") or []
+    if not isinstance(messages, list):
+        return _error(400, "messages must be a list (mock)", "invalid_request_error")
+    problem = _tool_message_problem(messages)
+    if problem is not None:
+        return _error(400, problem, "invalid_request_error")
     out: Any = reply_text(body, config)
     message: dict[str, Any] = {"role": "assistant", "content": out}
     finish = "stop"
-    if isinstance(out, dict):  # a reply callback answering with tool calls: {"content", "tool_calls"}
-        if body.get("tools") is None:
-            return _error(400, "tool calls without `tools` in the request (mock)", "invalid_request_error")
-        calls = [
+    extra_tokens = 0
+    if isinstance(out, dict):  # {"content", "tool_calls"}: a reply callback's or a forced tool call
+        calls: list[dict[str, Any]] = [
             {
-                "id": c.get("id") or f"call_{i}",
+                "id": str(c.get("id") or f"call_{i}"),
                 "type": "function",
-                "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
-                             else json.dumps(c["arguments"])},
+                "function": {
+                    "name": str(c["name"]),
+                    "arguments": c["arguments"] if isinstance(c.get("arguments"), str)
+                    else json.dumps(c.get("arguments") or {}),
+                },
             }
             for i, c in enumerate(out.get("tool_calls") or [])
         ]  # fmt: skip
-        message = {"role": "assistant", "content": out.get("content"), "tool_calls": calls}
-        out, finish = str(out.get("content") or ""), "tool_calls"
+        content = out.get("content")
+        if calls and not has_tools:
+            return _error(400, "tool calls without `tools` in the request (mock)", "invalid_request_error")
+        if calls and config.tools_mode == "ignore":  # the calls come back as text, never as tool_calls
+            written = [json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+                       for c in calls]  # fmt: skip
+            content, calls = "\n".join(filter(None, [content, *written])), []
+        message = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+            finish = "tool_calls"
+            extra_tokens = sum(_words(c["function"]["arguments"]) + 1 for c in calls)
+        out = str(content or "")
     text = str(out)
-    messages = body.get("messages") or []
-    prompt_tokens = sum(_words(str(m.get("content") or "")) for m in messages)
+    prompt_tokens = sum(_words(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
     if body.get("logprobs"):
         choice["logprobs"] = _logprobs(text, int(body.get("top_logprobs") or 0))
@@ -402,8 +503,8 @@ def _chat(body: dict[str, Any], config: MockConfig) -> web.Response:
             "choices": [choice],
             "usage": {
                 "prompt_tokens": prompt_tokens,
-                "completion_tokens": _words(text),
-                "total_tokens": prompt_tokens + _words(text),
+                "completion_tokens": _words(text) + extra_tokens,
+                "total_tokens": prompt_tokens + _words(text) + extra_tokens,
             },
         }
     )
@@ -626,6 +727,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--echo", choices=ECHO_MODES, default="supported", help="prompt logprobs on /v1/completions"
     )
+    p.add_argument(
+        "--tools", choices=TOOLS_MODES, default="supported", help="native function calling (`tools`)"
+    )
     p.add_argument("--embedding-dim", type=int, default=64)
     p.add_argument("--rule", action="append", default=[], metavar="REGEX=REPLY", help="scripted reply rule")
     p.add_argument("--seed", type=int, default=0)
@@ -651,6 +755,7 @@ async def _serve_forever(args: argparse.Namespace) -> None:
         hang_s=args.hang_s,
         reject_response_format=args.reject_response_format,
         echo_mode=args.echo,
+        tools_mode=args.tools,
         embedding_dim=args.embedding_dim,
         seed=args.seed,
         record_bodies=not args.no_record_bodies,

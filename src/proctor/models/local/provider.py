@@ -24,6 +24,11 @@ from proctor.models.types import GenerationParams, Message, RawReply
 
 log = logging.getLogger(__name__)
 
+TOOLS_NOTE = (
+    "the embedded llama.cpp server does no native function calling: it accepts `tools` but the packaged "
+    "models answer with the call written as text, never as `tool_calls` (use workflow react, pal or dfsdt)"
+)
+
 
 class LocalProvider(OpenAICompatProvider):
     """OpenAI-compatible provider whose server (and weights) are prepared at the first real request."""
@@ -51,9 +56,13 @@ class LocalProvider(OpenAICompatProvider):
         # Probed on xllamacpp 2026.10: /v1/completions with echo answers 200 with the generated token's
         # logprobs only (no prompt logprobs), so option log-likelihood is off and nothing is sent to ask.
         self.supports_prompt_logprobs = False
-        # The embedded server is started without Jinja chat templates, which llama.cpp needs for `tools`:
-        # native function calling is not offered (use the react, pal or dfsdt workflows instead).
+        # Measured on xllamacpp 2026.10.11549 (Jinja templates on, its default) with the packaged
+        # Qwen2.5-Coder 0.5B and 1.5B: a request with `tools` is accepted (HTTP 200) but no reply carries
+        # `tool_calls`, not even with tool_choice="required"; the models write the call as JSON text in the
+        # content. So native function calling is not offered, and a request with `tools` is refused here
+        # rather than answered in text (use the react, pal or dfsdt workflows instead).
         self.supports_tools = False
+        self.tools_note = TOOLS_NOTE
         self.n_parallel = settings.n_parallel  # the default concurrency (read by get_model)
         self.startup_timeout_s = startup_timeout_s
         self.server: LocalServer | None = None
@@ -74,6 +83,8 @@ class LocalProvider(OpenAICompatProvider):
             raise ModelCallError(
                 f"{self.where}: the embedded llama.cpp server returns no prompt logprobs", cause="unsupported"
             )
+        if params.tools is not None and not self.supports_tools:
+            raise ModelCallError(f"{self.where}: {TOOLS_NOTE}", cause="unsupported")
         if self.server is None or not self.server.running:
             await asyncio.to_thread(self.ensure_server)
         return await super().complete(messages, params)
