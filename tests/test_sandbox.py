@@ -70,12 +70,12 @@ def test_printed_result_is_the_answer_without_a_global(tier: str) -> None:
 
 def test_infinite_loop_hits_the_cpu_limit(tier: str) -> None:
     r = run("while True:\n    pass", tier)
-    assert r.cause == "cpu_limit" and r.answer is None and r.wall_s < LIMITS.wall_seconds
+    assert r.cause == "cpu_limit" and r.answer is None  # killed by RLIMIT_CPU, not the wall clock
 
 
 def test_sleeping_program_is_killed_at_the_wall_clock(tier: str) -> None:
     r = run("import time\ntime.sleep(60)", tier)
-    assert r.cause == "timeout" and r.wall_s < LIMITS.wall_seconds + 3
+    assert r.cause == "timeout" and r.answer is None
 
 
 def test_memory_bomb(tier: str) -> None:
