@@ -1,21 +1,31 @@
 """A sandbox for model-written programs (PAL): never run generated code anywhere else.
 
-A program runs in a subprocess with resource limits (CPU seconds, address space, file size, open files,
-processes), a fresh temporary directory as its only writable place, an empty environment (no API keys), no
-network, and a wall-clock kill of its whole process group. As root, the program runs as `nobody`, so the
-process limit counts its own processes only (root is exempt from it). Isolation comes in tiers, probed once
-and recorded in the run:
+A program runs in a subprocess of the system Python (`python -I -S`) with resource limits (CPU seconds,
+address space, file size, open files, processes), a fresh temporary directory as its only writable place
+(deleted afterwards), an empty environment (no API keys), no network, and a wall-clock kill of its whole
+process group. As root, each run gets a uid of its own from an unused range, so the process limit counts
+that run's processes only (root is exempt from RLIMIT_NPROC, and a shared `nobody` would make concurrent
+runs eat each other's allowance) and runs cannot signal each other. Isolation comes in tiers, probed once
+per process and recorded in the run:
 
-* `bubblewrap` — `bwrap --unshare-all --new-session --die-with-parent`: new user, pid, network, IPC and UTS
-  namespaces; a read-only `/usr` (the system Python and its standard library), a private `/tmp`, the
-  program's folder as `/work`; nothing else of the host's file system is visible.
-* `unshare` — `unshare --net --map-root-user`: no network; the file system is the host's (read access as
-  `nobody`; writes only where `nobody` may write).
+* `bubblewrap` — `bwrap --unshare-all --new-session --die-with-parent`: new user, pid, network, IPC, UTS
+  and cgroup namespaces. The program sees exactly: `/usr` (read-only: the system Python and its standard
+  library), `/bin`, `/sbin`, `/lib*` (read-only, or the symlinks into /usr), a fresh `/proc` (its own
+  processes only), a minimal `/dev`, an empty private `/tmp`, and its temporary directory as `/work`
+  (writable, the working directory). Not /etc, /root, /home, /var, the host's /tmp or /work, the project,
+  its virtualenv or any secret in them.
+* `unshare` — `unshare --net --pid --fork --kill-child --mount-proc --ipc --uts --map-root-user`: no
+  network, its own pid namespace (whatever it spawns dies with it; /proc shows its processes only), IPC
+  and host name. The host's file system stays visible with the permissions of an unprivileged uid:
+  world-readable files can be read, world-writable places (the host's /tmp) written. When only
+  `--net --map-root-user` works, the tier says so in `unshare_args`.
 * `none` — refused unless the config says `sandbox: unsafe_local`.
 
-Tools reach the program as plain functions; each call is proxied over a pipe to the parent, which runs the
-real tool (validated, recorded) and sends back its result — the program itself never touches the database,
-the corpus files or the network. Its answer is the global `answer` if set, else what it printed.
+Tools reach the program as plain functions (`sandbox_boot.py` defines them); each call is one JSON line on
+an inherited pipe to the parent, which validates it, runs the real tool (recorded as a `ToolCall`) and
+writes the reply back — the program itself never touches the database, the corpus files or the network.
+The parent never trusts that channel: malformed or oversized requests get an error reply, the number of
+calls is capped, and replies the program does not read cannot block the event loop.
 """
 
 from __future__ import annotations
@@ -31,22 +41,32 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from proctor.agents.tools import Toolbox, ToolCall
+from proctor.agents.tools import Toolbox, ToolCall, tool
 from proctor.errors import UserError
 
 Tier = Literal["bubblewrap", "unshare", "none"]
 Cause = Literal[
     "finished", "timeout", "cpu_limit", "memory_limit", "output_limit", "error", "killed", "refused"
 ]
-NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
+UNSHARE_FULL = (
+    "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts", "--map-root-user",
+)  # fmt: skip
+UNSHARE_NET = ("--net", "--map-root-user")
 _BOOT = Path(__file__).with_name("sandbox_boot.py")
+_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+# Per-run uids (as root): far above system, login and usual subordinate-id ranges; 64 slots per process.
+_UID_BASE = 1_600_000_000
+_UID_SLOTS = 64
+_GRACE_S = 1.0  # after the program ends: time for its pipes to drain before we stop reading them
 
 
 class SandboxLimits(BaseModel):
@@ -58,12 +78,14 @@ class SandboxLimits(BaseModel):
     open_files: int = Field(64, ge=16)
     output_chars: int = Field(20_000, ge=100)
     tool_calls: int = Field(50, ge=0)
+    message_bytes: int = Field(65_536, ge=1024, description="size of one tool request from the program")
 
 
 class TierProbe(BaseModel):
     tier: Tier
     python: str
     unavailable: dict[str, str] = Field(default_factory=dict)  # tier -> why it could not be used
+    unshare_args: list[str] = Field(default_factory=list)  # the flags the unshare tier uses
 
 
 class SandboxResult(BaseModel):
@@ -73,14 +95,15 @@ class SandboxResult(BaseModel):
     stdout: str = ""
     stderr: str = ""
     exit_code: int | None = None
+    signal: int | None = None  # the signal that ended the program, when one did
     tool_calls: list[ToolCall] = Field(default_factory=list)
     wall_s: float = 0.0
     tier: Tier
 
 
 def _interpreter() -> str:
-    """The system Python when there is one (it lives under /usr, which the bubblewrap tier shows, and
-    `nobody` can run it), else this interpreter."""
+    """The system Python when there is one (it lives under /usr, which the bubblewrap tier shows, and any
+    uid can run it), else this interpreter."""
     return SYSTEM_PYTHON if os.access(SYSTEM_PYTHON, os.X_OK) else sys.executable
 
 
@@ -96,39 +119,44 @@ def _bwrap_cmd(workdir: str, python: str) -> list[str]:
             cmd += ["--symlink", os.readlink(p), top]
         elif p.is_dir():
             cmd += ["--ro-bind", top, top]
-    if not python.startswith("/usr/"):
+    if not python.startswith("/usr/"):  # no system Python: show this interpreter's prefix, read-only
         prefix = str(Path(python).resolve().parent.parent)
         cmd += ["--ro-bind", prefix, prefix]
     return cmd
 
 
-def _wrap(tier: Tier, workdir: str, python: str) -> list[str]:
+def _wrap(tier: Tier, workdir: str, probe: TierProbe) -> list[str]:
     if tier == "bubblewrap":
-        return _bwrap_cmd(workdir, python)
+        return _bwrap_cmd(workdir, probe.python)
     if tier == "unshare":
-        return ["unshare", "--net", "--map-root-user"]
+        return ["unshare", *(probe.unshare_args or UNSHARE_FULL)]
     return []
 
 
-def _drop_to_nobody() -> bool:
-    return os.geteuid() == 0
+def _has_pid_namespace(tier: Tier, probe: TierProbe) -> bool:
+    """Whether everything the program spawns dies with it (then its exit code > 128 means a signal)."""
+    return tier == "bubblewrap" or (tier == "unshare" and "--pid" in (probe.unshare_args or UNSHARE_FULL))
 
 
-def _preexec(limits: SandboxLimits) -> None:
-    """In the child before exec: become `nobody` (when root) and set the resource limits."""
-    os.setsid()
-    if _drop_to_nobody():
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    mb = 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    nproc = limits.processes + _processes_of(os.getuid())
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+_uid_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+
+
+@contextlib.contextmanager
+def _run_uid() -> Iterator[int | None]:
+    """A uid for one run when we are root (None otherwise: we cannot switch, the limits count our uid)."""
+    if os.geteuid() != 0:
+        yield None
+        return
+    base = _UID_BASE + (os.getpid() % 30_000) * _UID_SLOTS
+    with _uid_lock:
+        uid = next((base + s for s in range(_UID_SLOTS) if base + s not in _uids_in_use), base)
+        _uids_in_use.add(uid)
+    try:
+        yield uid
+    finally:
+        with _uid_lock:
+            _uids_in_use.discard(uid)
 
 
 def _processes_of(uid: int) -> int:
@@ -141,29 +169,67 @@ def _processes_of(uid: int) -> int:
     return n
 
 
-def _works(cmd: list[str], python: str) -> str | None:
-    """None when `cmd python -c pass` runs as the sandbox would run it, else why not."""
-    with tempfile.TemporaryDirectory(prefix="proctor-probe-") as tmp:
-        if _drop_to_nobody():
-            os.chown(tmp, NOBODY, NOBODY)
-        full = [*cmd, python, "-I", "-c", "print('ok')"]
-        if cmd and cmd[0] == "bwrap":
-            full = [*_bwrap_cmd(tmp, python), python, "-I", "-c", "print('ok')"]
+def _set_limits(limits: SandboxLimits, nproc: int) -> None:
+    """In the child before exec (after the uid switch, which subprocess does in C): the resource limits.
+    Only setrlimit calls here: this runs in a forked child of a possibly threaded process."""
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def _own_processes(tier: Tier, probe: TierProbe) -> int:
+    """Processes a run has before the program forks: bubblewrap's two and the interpreter; unshare, our
+    pid-1 reaper and the program; or the interpreter alone."""
+    return 3 if _has_pid_namespace(tier, probe) else 1
+
+
+def _spawn_options(limits: SandboxLimits, uid: int | None, own: int) -> dict[str, Any]:
+    """Session, uid and limits of a sandboxed child. The process limit counts processes per uid: the
+    run's own ones (`own`) plus `limits.processes` — and, without a uid of our own, what our uid
+    already runs."""
+    nproc = limits.processes + own + _processes_of(uid if uid is not None else os.getuid())
+    opts: dict[str, Any] = {
+        "start_new_session": True,
+        "preexec_fn": functools.partial(_set_limits, limits, nproc),
+        "env": dict(_ENV),
+    }
+    if uid is not None:
+        opts.update(user=uid, group=uid, extra_groups=[])
+    return opts
+
+
+_PROBE_CODE = "import socket; print('ok', *sorted(n for _, n in socket.if_nameindex()))"
+
+
+def _works(wrapper: list[str], python: str) -> str | None:
+    """None when `wrapper python` runs as the sandbox would run it and sees no network interface but
+    loopback; else why not."""
+    with tempfile.TemporaryDirectory(prefix="proctor-probe-") as tmp, _run_uid() as uid:
+        if uid is not None:
+            os.chown(tmp, uid, uid)
+        cmd = _bwrap_cmd(tmp, python) if wrapper[:1] == ["bwrap"] else wrapper
         try:
             out = subprocess.run(
-                full, capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin"},
-                preexec_fn=functools.partial(_preexec, SandboxLimits()), cwd=tmp,
+                [*cmd, python, "-I", "-S", "-c", _PROBE_CODE], capture_output=True, text=True, timeout=20,
+                cwd=tmp, **_spawn_options(SandboxLimits(), uid, 3),
             )  # fmt: skip
         except (OSError, subprocess.SubprocessError) as e:
             return f"{type(e).__name__}: {e}"
-        if out.returncode != 0 or out.stdout.strip() != "ok":
+        if out.returncode != 0 or not out.stdout.startswith("ok"):
             return f"exit {out.returncode}: {out.stderr.strip()[:200]}"
+        if out.stdout.split()[1:] not in ([], ["lo"]):
+            return f"the network is still visible: {out.stdout.strip()}"
     return None
 
 
 @functools.cache
 def probe_tier() -> TierProbe:
-    """The strongest isolation this machine has (cached per process), and why stronger ones are missing."""
+    """The strongest isolation this machine has (cached per process), and why the others are missing.
+    Every tier is tried (a fraction of a second each), so a caller may also pick a weaker one that works."""
     python = _interpreter()
     why: dict[str, str] = {}
     if shutil.which("bwrap") is None:
@@ -172,15 +238,20 @@ def probe_tier() -> TierProbe:
         )
     elif (problem := _works(["bwrap"], python)) is not None:
         why["bubblewrap"] = problem
-    else:
-        return TierProbe(tier="bubblewrap", python=python, unavailable=why)
+    unshare_args: list[str] = []
     if shutil.which("unshare") is None:
-        why["unshare"] = "unshare is not installed"
-    elif (problem := _works(["unshare", "--net", "--map-root-user"], python)) is not None:
-        why["unshare"] = problem
+        why["unshare"] = "unshare is not installed (Debian: util-linux)"
     else:
-        return TierProbe(tier="unshare", python=python, unavailable=why)
-    return TierProbe(tier="none", python=python, unavailable=why)
+        problems = []
+        for args in (UNSHARE_FULL, UNSHARE_NET):
+            if (problem := _works(["unshare", *args], python)) is None:
+                unshare_args = list(args)
+                break
+            problems.append(f"unshare {' '.join(args)}: {problem}")
+        else:
+            why["unshare"] = "; ".join(problems)
+    tier: Tier = next((t for t in ("bubblewrap", "unshare") if t not in why), "none")
+    return TierProbe(tier=tier, python=python, unavailable=why, unshare_args=unshare_args)
 
 
 def refuse_message(probe: TierProbe) -> str:
@@ -192,150 +263,247 @@ def refuse_message(probe: TierProbe) -> str:
     )
 
 
+class _ToolServer:
+    """The parent's end of the tool channel: one JSON request line in, one JSON reply line out."""
+
+    def __init__(self, toolbox: Toolbox | None, limits: SandboxLimits) -> None:
+        self.toolbox = toolbox
+        self.limits = limits
+        self.calls: list[ToolCall] = []
+        self.answer: str | None = None
+        self.answered = False
+        self.requests = 0
+
+    async def serve(self, req_r: int, resp_w: int) -> None:
+        loop = asyncio.get_running_loop()
+        # one request line may hold an answer too: room for its characters escaped
+        reader = asyncio.StreamReader(limit=self.limits.message_bytes + 8 * self.limits.output_chars)
+        r_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(req_r, "rb", buffering=0)
+        )
+        # Replies go through a non-blocking transport: a program that stops reading them fills the pipe,
+        # and a blocking write would stall the event loop and with it the wall-clock kill.
+        w_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(resp_w, "wb", buffering=0))
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:  # a line over the reader's limit: no well-behaved program sends one
+                    self._write(w_transport, {"error": "tool request too large; the tool channel is closed"})
+                    break
+                if not line:
+                    break
+                self.requests += 1
+                reply = await self.handle(line)
+                if reply is not None:
+                    self._write(w_transport, reply)
+                if (
+                    w_transport.is_closing()
+                    or w_transport.get_write_buffer_size() > self.limits.message_bytes * 4
+                    or self.requests > self.limits.tool_calls + 100
+                ):
+                    break  # the program does not read its replies, or floods the channel: stop serving
+        finally:
+            r_transport.close()
+            w_transport.close()
+
+    @staticmethod
+    def _write(transport: asyncio.WriteTransport, reply: dict[str, Any]) -> None:
+        if not transport.is_closing():
+            transport.write((json.dumps(reply, ensure_ascii=False) + "\n").encode())
+
+    async def handle(self, line: bytes) -> dict[str, Any] | None:
+        """The reply to one request line (None for the answer message, which gets none)."""
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return {"error": "invalid_request: not a JSON line"}
+        if not isinstance(msg, dict):
+            return {"error": "invalid_request: not a JSON object"}
+        if "answer" in msg and "tool" not in msg:
+            value = msg["answer"]
+            self.answer = None if value is None else str(value)[: self.limits.output_chars]
+            self.answered = True
+            return None
+        if self.toolbox is None or not self.toolbox.tools:
+            return {"error": "no tools are available to this program"}
+        if len(self.calls) >= self.limits.tool_calls:
+            return {"error": f"tool_limit: at most {self.limits.tool_calls} tool calls per program"}
+        name, kwargs, given = msg.get("tool"), msg.get("kwargs"), msg.get("args")
+        if not isinstance(name, str):
+            return {"error": "invalid_request: no tool name"}
+        args: Any = dict(kwargs) if isinstance(kwargs, dict) else kwargs
+        found = self.toolbox.tools.get(name)
+        if isinstance(args, dict) and isinstance(given, list) and given and found is not None:
+            # f(x, y): positional arguments fill the parameters in order; extra ones fail validation
+            params = list(found.arguments.model_fields)
+            if len(given) > len(params):
+                args["__extra__"] = given[len(params) :]
+            args.update(zip(params, given, strict=False))
+        try:
+            call = await self.toolbox.call(name, args)
+        except Exception as e:  # Toolbox.call catches a tool's errors; this is for anything it missed
+            call = ToolCall(name=name, arguments={"_raw": repr(args)[:200]}, error=f"tool_exception: {e!r}")
+        self.calls.append(call)
+        return {"error": call.error} if call.error else {"result": call.result}
+
+
+async def _read_capped(fd: int, into: bytearray, cap: int, on_overflow: Callable[[], None]) -> None:
+    """Collect up to `cap` bytes from a pipe; past it, call `on_overflow` (which kills the program)."""
+    loop = asyncio.get_running_loop()
+    stream = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(fd, "rb", buffering=0)
+    )
+    try:
+        while data := await stream.read(65536):
+            room = cap - len(into)
+            into += data[: max(room, 0)]
+            if len(data) > room:
+                on_overflow()
+    finally:
+        transport.close()
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid` (a uid of one run's own), a few rounds in case one was forking."""
+    for _ in range(5):
+        found = False
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.stat(f"/proc/{d}").st_uid == uid:
+                        os.kill(int(d), signal.SIGKILL)
+                        found = True
+        if not found:
+            return
+        time.sleep(0.01)
+
+
 async def run_program(
     code: str,
     *,
     toolbox: Toolbox | None = None,
+    tools: Mapping[str, Callable[..., Any]] | None = None,
     limits: SandboxLimits | None = None,
     tier: Tier | None = None,
     allow_unsafe: bool = False,
 ) -> SandboxResult:
-    """Run `code` in the sandbox; tool calls are served from `toolbox`. Never raises for what the program
-    does (its failures are the result's `cause`); raises UserError when no isolation is available and
-    `allow_unsafe` is false."""
+    """Run `code` in the sandbox; its tool calls are served from `toolbox` (or from `tools`, plain typed
+    functions by name). Never raises for what the program does — its failures are the result's `cause` —
+    and raises UserError when no isolation is available and `allow_unsafe` is false."""
+    if toolbox is not None and tools is not None:
+        raise ValueError("pass toolbox or tools, not both")
+    if tools is not None:
+        toolbox = Toolbox([tool(fn, name=name) for name, fn in tools.items()])
     limits = limits or SandboxLimits()
     probe = probe_tier()
     chosen: Tier = tier or probe.tier
     if chosen == "none" and not allow_unsafe:
         raise UserError(refuse_message(probe))
-    tools = sorted(toolbox.tools) if toolbox is not None else []
+    if chosen in probe.unavailable:
+        raise UserError(f"agent.sandbox: the {chosen} tier does not work here: {probe.unavailable[chosen]}")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="proctor-sandbox-") as tmp:
-        req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
+    server = _ToolServer(toolbox, limits)
+    with tempfile.TemporaryDirectory(prefix="proctor-sandbox-") as tmp, _run_uid() as uid:
         workdir = "/work" if chosen == "bubblewrap" else tmp
         Path(tmp, "program.py").write_text(code, encoding="utf-8")
         shutil.copy(_BOOT, Path(tmp, "boot.py"))
-        if _drop_to_nobody():
-            os.chown(tmp, NOBODY, NOBODY)
-        argv = [
-            *_wrap(chosen, tmp, probe.python), probe.python, "-I", "-S", f"{workdir}/boot.py",
-            str(req_w), str(resp_r), json.dumps(tools), str(limits.tool_calls),
-        ]  # fmt: skip
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=tmp,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
-            pass_fds=(req_w, resp_r),
-            preexec_fn=functools.partial(_preexec, limits),
-        )
-        os.close(req_w)
-        os.close(resp_r)
-        calls: list[ToolCall] = []
-        answer: list[str | None] = []
+        if uid is not None:
+            os.chown(tmp, uid, uid)
+        # Our own pipes for every channel (not asyncio's PIPE): we can close our ends whatever the program
+        # left running, so nothing outlives the run, not even in the event loop.
+        pipes = [os.pipe() for _ in range(4)]  # requests, replies, stdout, stderr
+        (req_r, req_w), (resp_r, resp_w), (out_r, out_w), (err_r, err_w) = pipes
+        conf = {
+            "req": req_w, "resp": resp_r, "tools": sorted(toolbox.tools) if toolbox else [],
+            "max_request": limits.message_bytes, "max_answer": limits.output_chars,
+        }  # fmt: skip
+        argv = [*_wrap(chosen, tmp, probe), probe.python, "-I", "-S", f"{workdir}/boot.py", json.dumps(conf)]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w, cwd=tmp,
+                pass_fds=(req_w, resp_r), **_spawn_options(limits, uid, _own_processes(chosen, probe)),
+            )  # fmt: skip
+        except BaseException:
+            for fd in (fd for pair in pipes for fd in pair):
+                os.close(fd)
+            raise
+        for fd in (req_w, resp_r, out_w, err_w):  # the child's ends
+            os.close(fd)
         overflow = False
 
-        async def serve() -> None:
-            loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader(limit=1 << 20)
-            transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(req_r, "rb", buffering=0)
-            )
-            out = os.fdopen(resp_w, "wb", buffering=0)
-            try:
-                while line := await reader.readline():
-                    try:
-                        msg = json.loads(line)
-                    except json.JSONDecodeError:
-                        break
-                    if "answer" in msg:
-                        answer.append(None if msg["answer"] is None else str(msg["answer"]))
-                        continue
-                    reply: dict[str, str | None]
-                    if toolbox is None or len(calls) >= limits.tool_calls:
-                        reply = {"error": "tool call limit reached" if toolbox else "no tools"}
-                    else:
-                        name, args = str(msg.get("tool")), msg.get("arguments") or {}
-                        tool = toolbox.tools.get(name)
-                        if isinstance(args, dict) and "__positional__" in args and tool is not None:
-                            # f(x, y): positional arguments fill the parameters in order
-                            params = list(tool.arguments.model_fields)
-                            given = list(args.pop("__positional__"))
-                            if len(given) > len(params):
-                                args["__extra__"] = given[len(params) :]  # rejected by validation
-                            args.update(zip(params, given, strict=False))
-                        call = await toolbox.call(name, args)
-                        calls.append(call)
-                        reply = {"error": call.error} if call.error else {"result": call.result}
-                    with contextlib.suppress(OSError):
-                        out.write((json.dumps(reply) + "\n").encode())
-            finally:
-                transport.close()
-                with contextlib.suppress(OSError):
-                    out.close()
+        def kill_group() -> None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
-        async def read_capped(stream: asyncio.StreamReader) -> str:
+        def on_overflow() -> None:
             nonlocal overflow
-            chunks: list[bytes] = []
-            size = 0
-            while data := await stream.read(65536):
-                if size < limits.output_chars * 4:
-                    chunks.append(data)
-                size += len(data)
-                if size > limits.output_chars * 4:
-                    overflow = True
-                    _kill(proc.pid)
-            return b"".join(chunks).decode("utf-8", "replace")
+            overflow = True
+            kill_group()
 
-        assert proc.stdout is not None and proc.stderr is not None
-        server = asyncio.ensure_future(serve())
-        readers = asyncio.gather(read_capped(proc.stdout), read_capped(proc.stderr))
+        out, err = bytearray(), bytearray()
+        cap = limits.output_chars * 4
+        tasks = [
+            asyncio.ensure_future(server.serve(req_r, resp_w)),
+            asyncio.ensure_future(_read_capped(out_r, out, cap, on_overflow)),
+            asyncio.ensure_future(_read_capped(err_r, err, cap, on_overflow)),
+        ]
         timed_out = False
         try:
             await asyncio.wait_for(proc.wait(), timeout=limits.wall_seconds)
         except TimeoutError:
             timed_out = True
-            _kill(proc.pid)
+            kill_group()
             await proc.wait()
-        stdout, stderr = await readers
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server, timeout=2)
+        finally:
+            if proc.returncode is None:  # we were cancelled: take the program down with us
+                kill_group()
+            # What the program left behind: with a pid namespace it died with the program; else its own
+            # uid (as root) finds it even when it left the process group; else only the group can.
+            if uid is not None:
+                _kill_uid(uid)
+            elif not _has_pid_namespace(chosen, probe):
+                kill_group()
+            # The pipes close once every process holding them is gone; whatever escaped (possible only
+            # without a pid namespace and a uid of our own) cannot keep us waiting.
+            _, pending = await asyncio.wait(tasks, timeout=_GRACE_S)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         code_ = proc.returncode
-    cause = _cause(code_, stderr, timed_out, overflow)
-    text = answer[-1] if answer and answer[-1] is not None else stdout.strip() or None
+    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    sig = -code_ if code_ is not None and code_ < 0 else None
+    if sig is None and code_ is not None and code_ > 128 and _has_pid_namespace(chosen, probe):
+        sig = code_ - 128  # bubblewrap (and our pid-1 reaper) report a signal as 128 + its number
+    cause = _cause(code_, sig, stderr, timed_out, overflow)
+    text = server.answer if server.answer is not None else (stdout.strip()[: limits.output_chars] or None)
     return SandboxResult(
         ok=cause == "finished",
         cause=cause,
-        answer=(text[: limits.output_chars] if text else None) if cause == "finished" else None,
+        answer=text if cause == "finished" else None,
         stdout=stdout[: limits.output_chars],
         stderr=stderr[-limits.output_chars :],
         exit_code=code_,
-        tool_calls=calls,
+        signal=sig,
+        tool_calls=server.calls,
         wall_s=round(time.monotonic() - started, 3),
         tier=chosen,
     )
 
 
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _cause(code: int | None, stderr: str, timed_out: bool, overflow: bool) -> Cause:
+def _cause(code: int | None, sig: int | None, stderr: str, timed_out: bool, overflow: bool) -> Cause:
     if timed_out:
         return "timeout"
     if overflow:
         return "output_limit"
     if code == 0:
         return "finished"
-    sig = (
-        -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
-    )
-    if sig in (signal.SIGXCPU, signal.SIGKILL) and "MemoryError" not in stderr:
-        return "cpu_limit" if sig == signal.SIGXCPU or "CPU" in stderr else "killed"
-    if "MemoryError" in stderr or "Cannot allocate memory" in stderr:
+    last = (stderr.strip().splitlines() or [""])[-1]
+    if last.startswith("MemoryError") or "Cannot allocate memory" in last:
         return "memory_limit"
+    if sig == signal.SIGXCPU:
+        return "cpu_limit"
+    if sig == signal.SIGKILL:
+        return "killed"
     return "error"
