@@ -13,15 +13,14 @@ from sklearn.metrics import cohen_kappa_score
 from proctor.clustering import cluster, k_from_target, map_2d
 from proctor.errors import UserError
 from proctor.models.recording import CallRecord
-from proctor.models.structured import parse_json
+from proctor.models.structured import ParseError, parse_json
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.cost import cost_summary
 from proctor.protocols.reckon.judging import (
+    answer_sentences,
     extract_schema,
-    is_not_mentioned,
     judge_cluster_schema,
     new_evidence,
-    overlap,
 )
 from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate
 from proctor.protocols.reckon.questions import INVITATION, with_invitation
@@ -108,16 +107,31 @@ def test_question_ends_with_the_invitation() -> None:
     assert with_invitation("Where?  then tell me what else you know about these").endswith("about these")
 
 
-def test_stage_one_helpers() -> None:
-    assert is_not_mentioned("Not mentioned.") and is_not_mentioned("") and is_not_mentioned("N/A")
-    assert not is_not_mentioned("The tern nests on Skerry Holm.")
-    assert overlap("The tern nests", "Yes: the tern nests on the islet.") == 1.0
-    assert overlap("water boils at 91 C", "It boils at 100 C.") == pytest.approx(1 / 4)  # "boils at"
-    # Copied from the unit, not the answer: the words are common, their pairs are not (3 of 9 pairs).
-    answer = "In the batch, 2 is 1 and 6 is mixed ratio."
-    assert overlap("The batch is mixed in the ratio 6 : 2 : 1.", answer) == pytest.approx(1 / 3)
-    assert overlap("Dunmere", "It is Dunmere.") == 1.0 and overlap("Ambry", "It is Dunmere.") == 0.0
-    assert extract_schema(2)["required"] == ["U1", "U2"]
+def test_stage_one_numbers_answer_sentences_and_schema_bounds_them() -> None:
+    answer = (
+        "Here is what I know:\n\n1. **Tidal glass** is green. It is made from sand.\n"
+        "- The bell is bronze.\n- The bell is bronze.\n\nThat is all."
+    )
+    assert answer_sentences(answer) == [
+        "Here is what I know:",
+        "Tidal glass is green.",
+        "It is made from sand.",
+        "The bell is bronze.",  # repeated once: kept once
+        "That is all.",
+    ]
+    assert answer_sentences("") == [] and answer_sentences("***\n---") == []
+    schema = extract_schema(2, 5, 3)
+    assert schema["required"] == ["U1", "U2"]
+    assert parse_json('{"U1": [2, 3], "U2": []}', schema) == {"U1": [2, 3], "U2": []}
+    for bad in (
+        '{"U1": [6], "U2": []}',
+        '{"U1": [0], "U2": []}',
+        '{"U1": "Tidal glass is green.", "U2": []}',
+    ):
+        with pytest.raises(ParseError):
+            parse_json(bad, schema)
+    with pytest.raises(ParseError):  # at most 3 sentences per unit
+        parse_json('{"U1": [1, 2, 3, 4], "U2": []}', schema)
 
 
 def test_cluster_judge_helpers() -> None:
@@ -166,12 +180,18 @@ def test_label_file_format(tmp_path: Path) -> None:
         '# comment\n{"item_id": "ku_1@a", "label": "correct", "note": "fine"}\n\n'
         '{"candidate": "b", "unit_id": "ku_1", "label": "Incorrect"}\n'
     )
-    assert load_labels(str(f)) == {"ku_1@a": 1, "ku_1@b": 0}
+    assert load_labels(str(f)).items == {"ku_1@a": 1, "ku_1@b": 0}
     for bad, match in (
         ('{"item_id": "x", "label": "yes"}', "must be"),
         ('{"label": "correct"}', "item_id"),
         ("not json", "not valid JSON"),
         ('{"item_id": "x", "label": "correct"}\n{"item_id": "x", "label": "incorrect"}', "twice"),
+        (
+            '{"candidate": "a", "sentence": "A b.", "label": "correct"}\n'
+            '{"candidate": "a", "sentence": "a B", "label": "incorrect"}',
+            "twice",
+        ),
+        ('{"candidate": "a", "sentence": "--", "label": "correct"}', "no words"),
     ):
         f.write_text(bad + "\n")
         with pytest.raises(UserError, match=match):
@@ -237,4 +257,7 @@ def test_config_validation() -> None:
         Config(target_cluster_size=6, max_cluster_size=4)
     with pytest.raises(ValueError):
         Config(extra_field=1)  # type: ignore[call-arg]
-    assert Config(target_cluster_size=4).cluster_cap == 8
+    # The default cap is about the paper's 5.6 units per question, or the target when that is larger.
+    assert Config(target_cluster_size=4).cluster_cap == 6 and Config().cluster_cap == 6
+    assert Config(target_cluster_size=10).cluster_cap == 10
+    assert Config(target_cluster_size=4, max_cluster_size=5).cluster_cap == 5

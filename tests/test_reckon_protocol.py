@@ -129,11 +129,18 @@ def local_candidate(messages, params) -> str:
     return "On Teskavar water boils at 91 °C, even at sea level."
 
 
-def _extract(answer: str, kw: str) -> str:
-    for sent in re.split(r"(?<=[.!?])\s+", answer):
+def _sentences(text: str) -> list[tuple[int, str]]:
+    """The numbered answer sentences of a stage-1 prompt."""
+    block = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
+    return [(int(i), t) for i, t in re.findall(r"^\[(\d+)\] (.*)$", block, re.MULTILINE)]
+
+
+def _select(sentences: list[tuple[int, str]], kw: str) -> list[int]:
+    """The numbers of the sentences about the keyword (at most one)."""
+    for i, sent in sentences:
         if kw.lower() in sent.lower() or ("boiling" in kw and "boils" in sent):
-            return sent
-    return "not mentioned"
+            return [i]
+    return []
 
 
 GROUNDING_RULE = "Use it even when it contradicts what you believe about the world"
@@ -159,13 +166,11 @@ def judge(messages, params) -> str:
     text = _user(messages)
     system = _system(messages)
     if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):  # stage 1, cluster mode
-        answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
         units = re.findall(r"^(U\d+)\. (.+?): ", text, re.MULTILINE)
-        return json.dumps({label: _extract(answer, kw) for label, kw in units})
+        return json.dumps({label: _select(_sentences(text), kw) for label, kw in units})
     if "<answer>" in text:  # stage 1, unit mode
-        answer = re.search(r"<answer>\n(.*?)\n</answer>", text, re.DOTALL).group(1)
-        kw = re.search(r"what the reference says\): (.+?): ", text).group(1)
-        return json.dumps({"related": _extract(answer, kw)})
+        kw = re.search(r"what the reference says about it\): (.+?): ", text).group(1)
+        return json.dumps({"sentences": _select(_sentences(text), kw)})
     if re.search(r"^\[U1\]$", text, re.MULTILINE):  # stage 2, cluster mode: one field per block
         return json.dumps(
             {

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proctor.config_paths import ConfigFile
 
+DEFAULT_MAX_CLUSTER = 6
 Baseline = Literal["judge_with_reference", "judge_without_reference", "bleu", "rouge_l", "embedding"]
 ALL_BASELINES: list[Baseline] = [
     "judge_with_reference",
@@ -48,6 +49,13 @@ class Config(BaseModel):
     unit_max_tokens: int = Field(
         700, ge=64, description="examiner reply budget (tokens) for one chunk's unit extraction"
     )
+    unit_max_words: int = Field(
+        30,
+        ge=5,
+        le=200,
+        description="most words in one unit (the prompt asks for 25): a longer description is split into its "
+        "sentences, each a unit if it fits; a single sentence over the limit is dropped and counted",
+    )
     dedup_threshold: float = Field(
         0.92, gt=0, le=1, description="cosine similarity at or above which two units are merged"
     )
@@ -76,7 +84,11 @@ class Config(BaseModel):
         "of k searched with `silhouette`)",
     )
     max_cluster_size: int | None = Field(
-        None, ge=1, description="larger clusters are split in two until they fit; default 2 x target"
+        None,
+        ge=1,
+        description="most units one question asks about: larger clusters are split in two (by embedding) "
+        f"until they fit; default {DEFAULT_MAX_CLUSTER} (the paper averages 5.6 units per question), or "
+        "target_cluster_size when that is larger",
     )
     minibatch_above: int = Field(2000, ge=2, description="`auto` uses MiniBatchKMeans from this many units")
 
@@ -90,7 +102,9 @@ class Config(BaseModel):
 
     # Judging.
     extract_mode: Literal["cluster", "unit"] = Field(
-        "cluster", description="stage 1: one call per answer and cluster, or one per answer and unit"
+        "cluster",
+        description="stage 1 (the judge selects the answer sentences about each unit, by number): one call "
+        "per answer and cluster, or one per answer and unit",
     )
     extract_max_tokens: int = Field(
         700, ge=32, description="judge reply budget (tokens) for one stage-1 extraction call"
@@ -106,12 +120,12 @@ class Config(BaseModel):
         description="judge reply budget (tokens) for one stage-2 verdict on a unit; a cluster call gets "
         "this much per unit it judges",
     )
-    excerpt_min_overlap: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="share of an excerpt's word pairs that must occur in the answer; below it the unit is "
-        "uncovered without a stage-2 call (the extractor copied the reference)",
+    extract_max_sentences: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="stage 1 selects, per unit, at most this many of the answer's numbered sentences; the "
+        "excerpt judged is those sentences of the answer, never text the judge wrote",
     )
 
     max_rounds: int = Field(
@@ -119,7 +133,7 @@ class Config(BaseModel):
         ge=1,
         le=50,
         description="rounds per candidate: uncovered and failed units are re-clustered and re-asked until "
-        "all are judged, a round judges nothing new, or this many rounds",
+        "all are judged, a round whose questions named their units judges nothing new, or this many rounds",
     )
 
     baselines: list[Baseline] = Field(
@@ -155,4 +169,4 @@ class Config(BaseModel):
 
     @property
     def cluster_cap(self) -> int:
-        return self.max_cluster_size or 2 * self.target_cluster_size
+        return self.max_cluster_size or max(DEFAULT_MAX_CLUSTER, self.target_cluster_size)

@@ -1,10 +1,14 @@
 """Step 5: per-unit judging in two stages.
 
-Stage 1 (extract): the judge model copies from the answer the part related to each unit, or writes
-"not mentioned". With `extract_mode: cluster` one call reads the answer once for all units of its
-cluster (one JSON field per unit); with `extract_mode: unit` there is one call per unit.
-An excerpt that is "not mentioned", or whose word pairs mostly do not occur in the answer (the extractor
-copied the reference instead of the answer), makes the unit *uncovered* without a stage-2 call.
+Stage 1 (extract, by selection): the answer is cut into numbered sentences, and the judge model returns,
+per unit, the numbers of the sentences that speak about the unit's subject (a JSON schema of integer
+arrays bounded by the answer's sentence count, which llama.cpp enforces), or an empty list. The excerpt is
+then the answer's own sentences by construction: a judge cannot hand back the unit's reference as if the
+answer had said it. A reply with numbers outside the answer, or text instead of numbers, fails the schema:
+the model is re-asked (the core's bounded re-ask) and then the units are recorded as errors, never scored.
+With `extract_mode: cluster` one call reads the answer once for all units of its cluster (one field per
+unit); with `extract_mode: unit` there is one call per unit. A unit with no sentence selected is
+*uncovered* without a stage-2 call.
 
 Stage 2 (judge): the excerpt is judged against the unit's reference (keyword, description, source
 sentence) -> correct / incorrect / uncovered, with a reason. The prompt makes the reference the ground
@@ -17,7 +21,6 @@ unit gets its own `reckon_verdict` item of the same shape. `judge_mode: unit` ma
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -32,7 +35,6 @@ from proctor.protocols.reckon.units import KnowledgeUnit, normalise
 from proctor.protocols.steps import Failure, Payload
 
 VERDICTS = ("correct", "incorrect", "uncovered")
-NOT_MENTIONED = "not mentioned"
 EXTRACT_ROLE = "reckon:extract"
 JUDGE_ROLE = "reckon:judge"
 EXTRACT_PROMPT = "reckon/extract"
@@ -48,21 +50,9 @@ JUDGE_SCHEMA: dict[str, Any] = {
     },
     "required": ["reason", "verdict"],
 }
-UNIT_EXTRACT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"related": {"type": "string"}},
-    "required": ["related"],
-}
-_NONE_WORDS = {
-    "",
-    "none",
-    "n a",
-    "na",
-    "nothing",
-    "not mentioned",
-    "not mentioned in the answer",
-    "no mention",
-}
+MAX_ANSWER_SENTENCES = 60  # sentences shown to the extractor; the rest of a longer answer is not read
+INVALID = "invalid_output"
+NO_SENTENCE = "no sentence of the answer is about this subject"
 
 
 def labels(n: int) -> list[str]:
@@ -70,13 +60,78 @@ def labels(n: int) -> list[str]:
     return [f"U{i}" for i in range(1, n + 1)]
 
 
-def extract_schema(n: int) -> dict[str, Any]:
-    names = labels(n)
+def _ids_schema(n_sentences: int, max_ids: int) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1, "maximum": n_sentences},
+        "maxItems": max_ids,
+    }
+
+
+def extract_schema(n_units: int, n_sentences: int, max_ids: int) -> dict[str, Any]:
+    """Cluster mode: one integer array per unit label, each number a sentence of the answer (1..n)."""
+    names = labels(n_units)
     return {
         "type": "object",
-        "properties": {k: {"type": "string"} for k in names},
+        "properties": {k: _ids_schema(n_sentences, max_ids) for k in names},
         "required": names,
+        "additionalProperties": False,
     }
+
+
+def unit_extract_schema(n_sentences: int, max_ids: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"sentences": _ids_schema(n_sentences, max_ids)},
+        "required": ["sentences"],
+        "additionalProperties": False,
+    }
+
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|#+)\s+")
+_ANSWER_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“*])")
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """The answer cut into the sentences the extractor selects from: lines (list items, headings, table
+    rows) and the sentences within them, list markers and emphasis dropped, whitespace collapsed. Repeated
+    sentences are kept once (a degenerate answer that loops adds nothing), segments without a letter or
+    digit are dropped, and at most MAX_ANSWER_SENTENCES are kept."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for line in answer.splitlines():
+        line = _LIST_MARKER.sub("", line.replace("**", "").replace("__", "")).strip().strip("|").strip()
+        for part in _ANSWER_SPLIT.split(line):
+            text = " ".join(part.split())
+            key = normalise(text)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            out.append(text)
+            if len(out) == MAX_ANSWER_SENTENCES:
+                return out
+    return out
+
+
+def numbered(sentences: list[str]) -> list[dict[str, Any]]:
+    return [{"id": i, "text": t} for i, t in enumerate(sentences, start=1)]
+
+
+def select_ids(value: Any, n_sentences: int, max_ids: int) -> list[int]:
+    """The sentence numbers a reply gives for one unit, checked: integers in 1..n, at most max_ids, no
+    repeats (sorted). Raises StepError(invalid_output) otherwise — the schema should have caught it, but a
+    provider that ignores schemas must not get a unit scored on sentences the answer does not have."""
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise StepError(f"extractor: expected a list of sentence numbers, got {value!r}", cause=INVALID)
+    bad = [i for i in value if not 1 <= i <= n_sentences]
+    if bad:
+        raise StepError(
+            f"extractor: sentence numbers {bad} are not in the answer (1 to {n_sentences})", cause=INVALID
+        )
+    ids = sorted(set(value))
+    if len(ids) > max_ids:
+        raise StepError(f"extractor: {len(ids)} sentences selected, at most {max_ids}", cause=INVALID)
+    return ids
 
 
 def judge_cluster_schema(n: int) -> dict[str, Any]:
@@ -89,31 +144,14 @@ def judge_cluster_schema(n: int) -> dict[str, Any]:
     return {"type": "object", "properties": {k: unit for k in labels(n)}}
 
 
-def is_not_mentioned(excerpt: str) -> bool:
-    norm = " ".join(re.findall(r"[a-z0-9]+", excerpt.lower()))
-    return norm in _NONE_WORDS or norm.startswith("not mentioned")
-
-
-def overlap(excerpt: str, answer: str) -> float:
-    """Share of the excerpt's word pairs (bigrams) that also occur in the answer: 1.0 for a verbatim copy,
-    low for text copied from the unit instead (common words alone do not match). Single words: unigrams."""
-    words = re.findall(r"\w+", excerpt.lower())
-    if not words:
-        return 0.0
-    answer_words = re.findall(r"\w+", answer.lower())
-    if len(words) == 1:
-        return float(words[0] in set(answer_words))
-    pairs = list(itertools.pairwise(words))
-    vocab = set(itertools.pairwise(answer_words))
-    return sum(1 for p in pairs if p in vocab) / len(pairs)
-
-
 class Extraction(Payload):
-    """Stage 1 for one job: the answer's excerpt about each of its units."""
+    """Stage 1 for one job: per unit, the numbers of the answer sentences about it (empty: none) and the
+    excerpt they make (the answer's own sentences, joined)."""
 
     KIND: ClassVar[str] = "reckon_extract"
     answer_key: str
     round: int
+    sentence_ids: dict[str, list[int]]
     excerpts: dict[str, str]
 
 
@@ -127,7 +165,7 @@ class UnitVerdict(Payload):
     answer_key: str
     unit_id: str
     excerpt: str
-    overlap: float
+    sentence_ids: list[int]
     verdict: str | None = None
     reason: str | None = None
     stage: str = "judge"
@@ -153,7 +191,7 @@ class ClusterVerdicts(Payload):
 class ExtractJob:
     key: str
     answer_key: str
-    answer: str
+    sentences: list[str]  # the answer's numbered sentences (1-based in prompts and replies)
     units: list[KnowledgeUnit]
 
 
@@ -161,16 +199,23 @@ def extract_jobs(
     ctx: RunContext[Config], answer_key: str, answer: str, units: list[KnowledgeUnit]
 ) -> list[ExtractJob]:
     judge = ctx.role("judge")
-    if ctx.settings.extract_mode == "cluster":
+    cfg = ctx.settings
+    sents = answer_sentences(answer)
+    if cfg.extract_mode == "cluster":
         version = prompt_version(EXTRACT_PROMPT)
-        key = work_key("rx", answer_key, [u.unit_id for u in units], version, judge.provider.identity())
-        return [ExtractJob(key, answer_key, answer, units)]
+        key = work_key(
+            "rx", answer_key, [u.unit_id for u in units], cfg.extract_max_sentences, version,
+            judge.provider.identity(),
+        )  # fmt: skip
+        return [ExtractJob(key, answer_key, sents, units)]
     version = prompt_version(EXTRACT_UNIT_PROMPT)
     return [
         ExtractJob(
-            work_key("rxu", answer_key, u.unit_id, version, judge.provider.identity()),
+            work_key(
+                "rxu", answer_key, u.unit_id, cfg.extract_max_sentences, version, judge.provider.identity()
+            ),
             answer_key,
-            answer,
+            sents,
             [u],
         )
         for u in units
@@ -180,43 +225,56 @@ def extract_jobs(
 async def run_extraction(
     ctx: RunContext[Config], round_no: int, jobs: list[ExtractJob]
 ) -> dict[str, Extraction]:
-    """Stage 1 for every job; returns the extractions that succeeded, by job key."""
+    """Stage 1 for every job; returns the extractions that succeeded, by job key. An answer without a
+    sentence needs no call: none of its units is mentioned."""
     cfg = ctx.settings
     judge = ctx.role("judge")
+    most = cfg.extract_max_sentences
 
     async def extract(job: ExtractJob) -> Extraction:
-        if cfg.extract_mode == "cluster":
+        n = len(job.sentences)
+        ids: dict[str, list[int]] = {}
+        if n == 0:
+            ids = {u.unit_id: [] for u in job.units}
+        elif cfg.extract_mode == "cluster":
             names = labels(len(job.units))
             messages = render_messages(
                 EXTRACT_PROMPT,
-                answer=job.answer,
+                sentences=numbered(job.sentences),
                 units=[
-                    {"label": n, "keyword": u.keyword, "description": u.description}
-                    for n, u in zip(names, job.units, strict=True)
+                    {"label": name, "keyword": u.keyword, "description": u.description}
+                    for name, u in zip(names, job.units, strict=True)
                 ],
-                not_mentioned=NOT_MENTIONED,
+                max_ids=most,
             )
             c = await judge.generate(
                 messages,
-                json_schema=extract_schema(len(job.units)),
+                json_schema=extract_schema(len(job.units), n, most),
                 temperature=0.0,
                 max_tokens=cfg.extract_max_tokens,
             )
-            excerpts = {u.unit_id: str(c.parsed[n]) for n, u in zip(names, job.units, strict=True)}
+            ids = {
+                u.unit_id: select_ids(c.parsed[name], n, most)
+                for name, u in zip(names, job.units, strict=True)
+            }
         else:
             u = job.units[0]
             messages = render_messages(
                 EXTRACT_UNIT_PROMPT,
-                answer=job.answer,
+                sentences=numbered(job.sentences),
                 keyword=u.keyword,
                 description=u.description,
-                not_mentioned=NOT_MENTIONED,
+                max_ids=most,
             )
             c = await judge.generate(
-                messages, json_schema=UNIT_EXTRACT_SCHEMA, temperature=0.0, max_tokens=cfg.extract_max_tokens
+                messages,
+                json_schema=unit_extract_schema(n, most),
+                temperature=0.0,
+                max_tokens=cfg.extract_max_tokens,
             )
-            excerpts = {u.unit_id: str(c.parsed["related"])}
-        return Extraction(answer_key=job.answer_key, round=round_no, excerpts=excerpts)
+            ids = {u.unit_id: select_ids(c.parsed["sentences"], n, most)}
+        excerpts = {uid: " ".join(job.sentences[i - 1] for i in chosen) for uid, chosen in ids.items()}
+        return Extraction(answer_key=job.answer_key, round=round_no, sentence_ids=ids, excerpts=excerpts)
 
     outcomes = await ctx.map(
         f"reckon round {round_no}: extracting",

@@ -4,11 +4,19 @@ Label file (JSONL, UTF-8; blank lines and lines starting with '#' are ignored), 
 
     {"item_id": "ku_0123456789abcdef0123@my-candidate", "label": "correct"}
     {"candidate": "my-candidate", "unit_id": "ku_0123456789abcdef0123", "label": "incorrect"}
+    {"candidate": "my-candidate", "source": "notes.md", "sentence": "The bell is bronze.", "label": "correct"}
 
 An item is one (candidate, knowledge unit) pair; its id is `<unit_id>@<candidate>` (listed in the report,
 in items.jsonl as kind `reckon_item`, and in reckon_uncovered_units.jsonl). `label` is "correct" when the
 candidate states the unit in agreement with the reference, else "incorrect". An optional "note" field is
 kept for the annotator and ignored. Labels for ids the run does not have are counted as unmatched.
+
+Unit ids hash model-written text, so they differ between machines (llama.cpp output differs across CPUs)
+and between examiners. A *sentence label* names a sentence of the corpus instead (optionally its file's
+name, `source`): it labels every unit of the candidate whose evidence sentence — the corpus sentence the
+unit was traced to — is that sentence (compared as lowercase words). Sentence labels that no unit of a run
+was traced to are counted as unused, not as errors: they are how one label file serves every run on the
+same corpus. A label by item id wins over a sentence label on the same item.
 
 Per method (RECKON, the two LLM judges, BLEU, ROUGE-L, embedding similarity) on the labelled items the
 method scored: accuracy against the human labels and Cohen's kappa (continuous scores are cut at
@@ -23,6 +31,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +40,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from proctor.errors import UserError
+from proctor.protocols.reckon.units import KnowledgeUnit, normalise
 from proctor.records import read_records
 
 if TYPE_CHECKING:
@@ -43,8 +53,27 @@ def item_id(candidate: str, unit_id: str) -> str:
     return f"{unit_id}@{candidate}"
 
 
-def load_labels(path_str: str) -> dict[str, int]:
-    """item id -> 1 (correct) / 0 (incorrect). Raises UserError naming the file and line on bad input."""
+@dataclass(frozen=True)
+class SentenceLabel:
+    candidate: str
+    sentence: str  # normalised (lowercase words)
+    source: str | None
+    label: int
+
+
+@dataclass
+class Labels:
+    """A label file: labels by item id (1 correct, 0 incorrect) and labels by corpus sentence."""
+
+    items: dict[str, int] = field(default_factory=dict)
+    sentences: list[SentenceLabel] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.items) + len(self.sentences)
+
+
+def load_labels(path_str: str) -> Labels:
+    """Labels by item id and by sentence. Raises UserError naming the file and line on bad input."""
     path = Path(path_str).expanduser()
     if not path.is_file():
         raise UserError(
@@ -52,25 +81,78 @@ def load_labels(path_str: str) -> dict[str, int]:
             f"config file's folder) of a JSONL label file; see the reckon section of README.md for "
             f"its format."
         )
-    out: dict[str, int] = {}
+    out = Labels()
+    by_sentence: dict[tuple[str, str, str | None], int] = {}
     for rec in read_records(path, field="reckon.human_labels", format="jsonl", comments=True):
         where = f"reckon.human_labels: {path}, {rec.where}"
         raw = rec.data
         if not isinstance(raw, dict):
             raise UserError(f'{where}: expected a JSON object like {{"item_id": "...", "label": "correct"}}.')
+        label = str(raw.get("label", "")).strip().lower()
+        if label not in LABELS:
+            raise UserError(f'{where}: "label" must be "correct" or "incorrect", not {raw.get("label")!r}.')
+        if raw.get("candidate") and raw.get("sentence") and not raw.get("unit_id"):
+            source = str(raw["source"]) if raw.get("source") else None
+            key = (str(raw["candidate"]), normalise(str(raw["sentence"])), source)
+            if not key[1]:
+                raise UserError(f'{where}: "sentence" has no words.')
+            if key in by_sentence and by_sentence[key] != LABELS[label]:
+                raise UserError(f"{where}: this sentence is labelled twice for {key[0]}; keep one label.")
+            if key not in by_sentence:
+                by_sentence[key] = LABELS[label]
+                out.sentences.append(SentenceLabel(key[0], key[1], source, LABELS[label]))
+            continue
         if raw.get("item_id"):
             iid = str(raw["item_id"])
         elif raw.get("candidate") and raw.get("unit_id"):
             iid = item_id(str(raw["candidate"]), str(raw["unit_id"]))
         else:
-            raise UserError(f'{where}: give "item_id", or both "candidate" and "unit_id".')
-        label = str(raw.get("label", "")).strip().lower()
-        if label not in LABELS:
-            raise UserError(f'{where}: "label" must be "correct" or "incorrect", not {raw.get("label")!r}.')
-        if iid in out and out[iid] != LABELS[label]:
+            raise UserError(
+                f'{where}: give "item_id", both "candidate" and "unit_id", or both "candidate" and '
+                f'"sentence".'
+            )
+        if iid in out.items and out.items[iid] != LABELS[label]:
             raise UserError(f"{where}: item {iid} is labelled twice with different labels; keep one.")
-        out[iid] = LABELS[label]
+        out.items[iid] = LABELS[label]
     return out
+
+
+def resolve_labels(
+    labels: Labels, units: Sequence[KnowledgeUnit], candidates: Sequence[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Item id -> label for the run: the id labels as given, plus each sentence label applied to every unit
+    of its candidate traced to that sentence (and file, when the label names one). Returns the labels and
+    counts: sentence labels used / unused and the items they labelled."""
+    out = dict(labels.items)
+    by_evidence: dict[str, list[KnowledgeUnit]] = {}
+    for u in units:
+        if u.evidence:
+            by_evidence.setdefault(normalise(u.evidence), []).append(u)
+    used = 0
+    from_sentences = 0
+    names = set(candidates)
+    for sl in labels.sentences:
+        hits = [
+            u
+            for u in by_evidence.get(sl.sentence, [])
+            if sl.source is None or (u.source is not None and Path(u.source).name == sl.source)
+        ]
+        if sl.candidate not in names or not hits:
+            continue
+        used += 1
+        for u in hits:
+            iid = item_id(sl.candidate, u.unit_id)
+            if iid not in out:
+                out[iid] = sl.label
+                from_sentences += 1
+    stats = {
+        "sentence_labels": len(labels.sentences),
+        "sentence_labels_used": used,
+        "sentence_labels_unused": len(labels.sentences) - used,
+        "items_from_sentences": from_sentences,
+        "item_labels": len(labels.items),
+    }
+    return out, stats
 
 
 def _num(x: Any) -> float | None:

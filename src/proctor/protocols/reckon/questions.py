@@ -2,6 +2,11 @@
 
 The question ends with an invitation to say more, so an answer can cover units the question did not
 name outright. Follow-up rounds ask about units an earlier answer left out, more directly.
+
+The question must name each unit's subject: a unit is named when a content word of its keyword (or the
+word's stem, its first five letters) occurs in the question. A question that leaves subjects out is
+re-asked once, naming them; the units it still leaves out are listed in `missing`, and the rounds split
+them off into a cluster of their own (`rounds.plan_questions`).
 """
 
 from __future__ import annotations
@@ -9,7 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from proctor.prompts import prompt_version, render_messages
+from pydantic import Field
+
+from proctor.models.types import Message
+from proctor.prompts import prompt_version, render_messages, render_text
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.units import KnowledgeUnit
@@ -19,6 +27,12 @@ QUESTION_TYPES = ("who", "what", "where", "when", "how", "why", "other")
 INVITATION = "Then tell me what else you know about these."
 ROLE = "reckon:question"
 PROMPT = "reckon/question"
+REASK_PROMPT = "reckon/question_reask"
+_STOPWORDS_TEXT = (
+    "a an the of and or in on at to for from by with about into over under its it is are was were be "
+    "been this that these those what which who how why when where their there as not no than then"
+)
+_STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
 QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -41,6 +55,32 @@ def with_invitation(question: str) -> str:
     return f"{q} {INVITATION}"
 
 
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def content_words(text: str) -> list[str]:
+    """Lowercase words of `text` that carry meaning: not a stopword, at least three characters or a digit."""
+    words = re.findall(r"\w+", text.lower())
+    return [w for w in words if w not in _STOPWORDS and (len(w) >= 3 or w.isdigit())]
+
+
+def names_subject(keyword: str, question: str) -> bool:
+    """Whether the question names the keyword's subject: one of its content words (by stem) occurs in the
+    question. A keyword with no content word counts as named (nothing to check)."""
+    wanted = {_stem(w) for w in content_words(keyword)}
+    if not wanted:
+        return True
+    have = {_stem(w) for w in content_words(question)}
+    return bool(wanted & have)
+
+
+def missing_subjects(units: list[KnowledgeUnit], question: str) -> list[KnowledgeUnit]:
+    """The units whose subject the question does not name (the invitation at its end does not count)."""
+    text = question.replace(INVITATION, " ")
+    return [u for u in units if not names_subject(u.keyword, text)]
+
+
 def question_key(ctx: RunContext[Config], round_no: int, unit_ids: list[str]) -> str:
     examiner = ctx.role("examiner")
     return work_key(
@@ -48,13 +88,15 @@ def question_key(ctx: RunContext[Config], round_no: int, unit_ids: list[str]) ->
         round_no,
         sorted(unit_ids),
         prompt_version(PROMPT),
+        prompt_version(REASK_PROMPT),
         examiner.provider.identity(),
         ctx.config.seed,
     )
 
 
 class ClusterQuestion(Payload):
-    """The examiner's probing question for one cluster of units."""
+    """The examiner's probing question for one cluster of units (`unit_ids`: the cluster it was written
+    for; the units asked are those it names unless a split left some in: see `rounds.plan_questions`)."""
 
     KIND: ClassVar[str] = "reckon_question"
     question_id: str
@@ -63,6 +105,9 @@ class ClusterQuestion(Payload):
     question_type: str
     question: str
     unit_ids: list[str]
+    # Units of the cluster whose subject the question does not name (after the re-ask).
+    missing: list[str] = Field(default_factory=list)
+    reasked: bool = False
     prompt_version: str
     generator: str
 
@@ -82,20 +127,36 @@ async def generate_questions(
             followup=round_no > 1,
             invitation=INVITATION,
         )
-        c = await examiner.generate(
-            messages,
-            json_schema=QUESTION_SCHEMA,
-            temperature=0.0,
-            seed=ctx.config.seed + round_no,
-            max_tokens=ctx.settings.question_max_tokens,
-        )
+
+        async def ask(msgs: list[Message]) -> tuple[dict[str, Any], str, list[KnowledgeUnit]]:
+            c = await examiner.generate(
+                msgs,
+                json_schema=QUESTION_SCHEMA,
+                temperature=0.0,
+                seed=ctx.config.seed + round_no,
+                max_tokens=ctx.settings.question_max_tokens,
+            )
+            question = with_invitation(str(c.parsed["question"]))
+            return c.parsed, c.text, missing_subjects(units, question)
+
+        parsed, text, missing = await ask(messages)
+        reasked = bool(missing)
+        if missing:  # re-ask once, naming the subjects left out; keep the reply that leaves out fewer
+            feedback = render_text(f"{REASK_PROMPT}.user.j2", missing=[u.keyword for u in missing])
+            retry = await ask(
+                [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
+            )
+            if len(retry[2]) < len(missing):
+                parsed, _, missing = retry
         return ClusterQuestion(
             question_id=key,
             round=round_no,
-            center=" ".join(str(c.parsed["center"]).split())[:120] or "(unnamed)",
-            question_type=c.parsed["question_type"],
-            question=with_invitation(str(c.parsed["question"])),
+            center=" ".join(str(parsed["center"]).split())[:120] or "(unnamed)",
+            question_type=parsed["question_type"],
+            question=with_invitation(str(parsed["question"])),
             unit_ids=[u.unit_id for u in units],
+            missing=[u.unit_id for u in missing],
+            reasked=reasked,
             prompt_version=version,
             generator=examiner.spec,
         )

@@ -1,21 +1,32 @@
 """Step 6: rounds. Each candidate starts with every unit pending; a round clusters the candidate's pending
-units, asks one question per cluster, and judges every asked unit. Units judged correct or incorrect
-leave the pool; uncovered units (and units whose question, answer, extraction or judgment failed) are
-re-clustered and re-asked next round. A candidate stops when
+units (at most `max_cluster_size` per cluster), asks one question per cluster, and judges every asked unit.
+Units judged correct or incorrect leave the pool; uncovered units (and units whose question, answer,
+extraction or judgment failed) are re-clustered and re-asked next round.
+
+A question must name its units' subjects (`questions.missing_subjects`; the examiner is re-asked once).
+The units a question still leaves out are split off into a cluster of their own, which gets its own
+question (a question that names none of its units has its cluster cut in two instead), at most
+`SPLIT_PASSES` times; units still not named after that are asked anyway and count as *off topic*.
+
+A candidate stops when
 
 * every unit is judged ("all_judged"),
-* a round judges nothing new ("no_progress"), or
+* a round whose questions named all their units judges nothing new ("no_progress"), or
 * it has had `max_rounds` rounds ("max_rounds").
 
-Candidates whose pending sets are identical share clusters and questions (round 1 always does), so a
-question is written once and its cost counted once. Clustering the union of all candidates' pending
-units instead would share more questions but spread each candidate's units over more clusters, and a
-candidate's answer and extraction per cluster cost more than the question. Everything is keyed by
-content, so a resumed or repeated run walks the same rounds from the store and the call cache.
+A round that judged nothing while some of its questions were off topic is not the end: the candidate's
+next round clusters its pending units with half the target size.
+
+Candidates whose pending sets (and target sizes) are identical share clusters and questions (round 1
+always does), so a question is written once and its cost counted once. Clustering the union of all
+candidates' pending units instead would share more questions but spread each candidate's units over more
+clusters, and a candidate's answer and extraction per cluster cost more than the question. Everything is
+keyed by content, so a resumed or repeated run walks the same rounds from the store and the call cache.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,11 +39,11 @@ from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.candidates import answer_cluster_question
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.judging import (
+    NO_SENTENCE,
+    Extraction,
     JudgeJob,
     UnitVerdict,
     extract_jobs,
-    is_not_mentioned,
-    overlap,
     run_extraction,
     run_judging,
     verdict_key,
@@ -43,9 +54,10 @@ from proctor.protocols.steps import Payload
 
 ANSWER_ROLE = "reckon:answer"
 JUDGED = ("correct", "incorrect")
+SPLIT_PASSES = 2
 STOP_REASONS = {
     "all_judged": "every unit judged",
-    "no_progress": "a round judged nothing new",
+    "no_progress": "a round whose questions were on topic judged nothing new",
     "max_rounds": "round limit reached",
 }
 
@@ -71,6 +83,8 @@ class RoundLog(Payload):
     round: int
     asked: int
     questions: int
+    off_topic: int = 0  # units asked by a question that does not name them
+    cluster_target: int | None = None
     judged_new: int
     correct_new: int
     incorrect_new: int
@@ -93,6 +107,7 @@ class UnitState:
 class CandidateRounds:
     name: str
     states: dict[str, UnitState]
+    target: int
     rounds: list[RoundLog] = field(default_factory=list)
     stop_reason: str | None = None
 
@@ -104,6 +119,9 @@ class RoundsResult:
     questions: dict[str, ClusterQuestion]  # every question written, by key
     answers: dict[str, ClusterAnswer]  # every answer given, by key
     verdicts: dict[str, UnitVerdict]  # every unit verdict, by key, in round order
+
+
+Planned = tuple[str, SystemUnderTest, ClusterQuestion, list[KnowledgeUnit]]  # answer key, who, what, units
 
 
 def _seed(base: int, round_no: int, unit_ids: list[str]) -> int:
@@ -122,18 +140,84 @@ def _clusters_for(
     vectors: np.ndarray,
     ids: list[str],
     seed: int,
+    target: int | None = None,
+    cap: int | None = None,
 ) -> list[list[KnowledgeUnit]]:
+    """Clusters of the units `ids`. A target below the configured one (a candidate whose off-topic round
+    judged nothing, or a cluster cut in two) is also the cap."""
     rows = [index[u] for u in ids]
+    target = target or cfg.target_cluster_size
+    if cap is None:
+        cap = cfg.cluster_cap if target >= cfg.target_cluster_size else min(cfg.cluster_cap, target)
     groups = cluster(
         vectors[rows],
-        target=cfg.target_cluster_size,
-        cap=cfg.cluster_cap,
+        target=target,
+        cap=cap,
         method=cfg.cluster_method,
         selection=cfg.k_selection,
         minibatch_above=cfg.minibatch_above,
         seed=seed,
     )
     return [[units_by_id[ids[i]] for i in g] for g in groups]
+
+
+@dataclass
+class QuestionPlan:
+    """A round's questions after the on-topic check: for each cluster it was given, the question keys its
+    units ended up under; per question key, its question and the units it asks about; the keys of
+    questions that ask about units they do not name (off topic)."""
+
+    parts: dict[str, list[str]]
+    questions: dict[str, ClusterQuestion]
+    units: dict[str, list[KnowledgeUnit]]
+    off_topic: dict[str, set[str]]
+
+
+async def plan_questions(
+    ctx: RunContext[Config],
+    round_no: int,
+    clusters: dict[str, list[KnowledgeUnit]],
+    split: Callable[[list[KnowledgeUnit]], list[list[KnowledgeUnit]]],
+) -> QuestionPlan:
+    """Write a question per cluster; units a question does not name are split off into a cluster of their
+    own that gets its own question (`split` cuts a cluster whose question names none of its units), for at
+    most SPLIT_PASSES passes. A cluster whose question failed keeps its key (its units become errors)."""
+    origin = {k: k for k in clusters}
+    parts: dict[str, list[str]] = {k: [] for k in clusters}
+    questions: dict[str, ClusterQuestion] = {}
+    units: dict[str, list[KnowledgeUnit]] = {}
+    off_topic: dict[str, set[str]] = {}
+    todo = dict(clusters)
+    for depth in range(SPLIT_PASSES + 1):
+        if not todo:
+            break
+        written = await generate_questions(ctx, round_no, todo)
+        nxt: dict[str, list[KnowledgeUnit]] = {}
+        for key, group in todo.items():
+            q = written.get(key)
+            missing = [u for u in group if q is not None and u.unit_id in q.missing]
+            if q is None or not missing or len(group) == 1 or depth == SPLIT_PASSES:
+                parts[origin[key]].append(key)
+                units[key] = group
+                if q is not None:
+                    questions[key] = q
+                    if missing:
+                        off_topic[key] = {u.unit_id for u in missing}
+                continue
+            named = [u for u in group if u.unit_id not in q.missing]
+            if named:
+                parts[origin[key]].append(key)
+                units[key] = named
+                questions[key] = q
+                pieces = [missing]
+            else:
+                pieces = split(group)
+            for piece in pieces:
+                k = question_key(ctx, round_no, [u.unit_id for u in piece])
+                nxt[k] = piece
+                origin[k] = origin[key]
+        todo = nxt
+    return QuestionPlan(parts, questions, units, off_topic)
 
 
 async def run_rounds(
@@ -150,7 +234,10 @@ async def run_rounds(
     all_verdicts: dict[str, UnitVerdict] = {}
     units_by_id = {u.unit_id: u for u in units}
     index = {uid: i for i, uid in enumerate(order)}
-    result = {c.name: CandidateRounds(c.name, {uid: UnitState() for uid in order}) for _, c in candidates}
+    result = {
+        c.name: CandidateRounds(c.name, {uid: UnitState() for uid in order}, cfg.target_cluster_size)
+        for _, c in candidates
+    }
     active = list(candidates)
     round1: list[tuple[str, list[str]]] = []
     for round_no in range(1, cfg.max_rounds + 1):
@@ -158,75 +245,79 @@ async def run_rounds(
             break
         # Each candidate's pending units are clustered on their own, so its questions stay compact (its
         # answers and extractions, per cluster, cost more than writing a question); candidates with the
-        # same pending set share the clusters and questions (round 1 always does).
+        # same pending set and target size share the clusters and questions (round 1 always does).
         clusters: dict[str, list[KnowledgeUnit]] = {}
-        mine: dict[str, dict[str, list[KnowledgeUnit]]] = {}
-        by_pending: dict[tuple[str, ...], dict[str, list[KnowledgeUnit]]] = {}
+        mine: dict[str, list[str]] = {}  # candidate -> its clusters' keys
+        by_pending: dict[tuple[tuple[str, ...], int], list[str]] = {}
         for _, cand in active:
-            pending = [uid for uid in order if result[cand.name].states[uid].status not in JUDGED]
-            sig = tuple(pending)
+            cr = result[cand.name]
+            pending = [uid for uid in order if cr.states[uid].status not in JUDGED]
+            sig = (tuple(pending), cr.target)
             if sig not in by_pending:
-                groups = _clusters_for(
-                    cfg, units_by_id, index, vectors, pending, _seed(base_seed, round_no, pending)
-                )
-                by_pending[sig] = {question_key(ctx, round_no, [u.unit_id for u in g]): g for g in groups}
-                clusters.update(by_pending[sig])
+                seed = _seed(base_seed, round_no, pending)
+                groups = _clusters_for(cfg, units_by_id, index, vectors, pending, seed, target=cr.target)
+                keyed = {question_key(ctx, round_no, [u.unit_id for u in g]): g for g in groups}
+                by_pending[sig] = list(keyed)
+                clusters.update(keyed)
             mine[cand.name] = by_pending[sig]
+
+        def halve(group: list[KnowledgeUnit], round_no: int = round_no) -> list[list[KnowledgeUnit]]:
+            ids = [u.unit_id for u in group]
+            half = (len(group) + 1) // 2
+            seed = _seed(base_seed, round_no, ids)
+            return _clusters_for(cfg, units_by_id, index, vectors, ids, seed, target=half, cap=half)
+
+        plan = await plan_questions(ctx, round_no, clusters, halve)
         if round_no == 1:
-            round1 = [(qk, [u.unit_id for u in g]) for qk, g in clusters.items()]
-        questions = await generate_questions(ctx, round_no, clusters)
+            round1 = [(qk, [u.unit_id for u in plan.units[qk]]) for k in clusters for qk in plan.parts[k]]
+        questions = plan.questions
         all_questions.update(questions)
+        asked = {name: [qk for k in keys for qk in plan.parts[k]] for name, keys in mine.items()}
 
         # Answers.
-        answer_plan: list[tuple[str, SystemUnderTest, ClusterQuestion]] = []
+        answer_plan: list[Planned] = []
         targets: dict[str, list[KnowledgeUnit]] = {}  # answer key -> the candidate's units to judge
         for ccfg, cand in active:
-            for qk, units_here in mine[cand.name].items():
+            for qk in asked[cand.name]:
                 if qk not in questions:
                     continue
                 akey = answer_key(ctx, ccfg, qk)
-                answer_plan.append((akey, cand, questions[qk]))
-                targets[akey] = units_here
-        answers = await _answer(ctx, round_no, answer_plan, clusters)
+                answer_plan.append((akey, cand, questions[qk], plan.units[qk]))
+                targets[akey] = plan.units[qk]
+        answers = await _answer(ctx, round_no, answer_plan)
         all_answers.update(answers)
 
-        # Stage 1: extraction.
+        # Stage 1: extraction (the answer's sentences about each unit, selected by number).
         jobs = [
             job for akey, a in answers.items() for job in extract_jobs(ctx, akey, a.answer, targets[akey])
         ]
         extracted = await run_extraction(ctx, round_no, jobs)
-        excerpts: dict[str, dict[str, str]] = {}
-        failed_extract: dict[str, set[str]] = {}
+        selected: dict[str, Extraction] = {}  # answer key + unit id -> the extraction that covers it
         for job in jobs:
             if job.key in extracted:
-                excerpts.setdefault(job.answer_key, {}).update(extracted[job.key].excerpts)
-            else:
-                failed_extract.setdefault(job.answer_key, set()).update(u.unit_id for u in job.units)
+                for u in job.units:
+                    selected[f"{job.answer_key}|{u.unit_id}"] = extracted[job.key]
 
-        # Stage 2: judging (units with an excerpt found in the answer); uncovered ones need no call.
+        # Stage 2: judging (units with sentences selected); units with none are uncovered without a call.
         judge_jobs = []
         for akey, a in answers.items():
             for u in targets[akey]:
                 uid = u.unit_id
-                if uid in failed_extract.get(akey, set()) or uid not in excerpts.get(akey, {}):
+                ex = selected.get(f"{akey}|{uid}")
+                if ex is None:
                     continue
-                excerpt = excerpts[akey][uid]
-                share = overlap(excerpt, a.answer)
+                ids = ex.sentence_ids.get(uid, [])
                 draft = UnitVerdict(
                     candidate=a.candidate,
                     round=round_no,
                     question_id=a.question_id,
                     answer_key=akey,
                     unit_id=uid,
-                    excerpt=excerpt,
-                    overlap=round(share, 4),
+                    excerpt=ex.excerpts.get(uid, ""),
+                    sentence_ids=ids,
                 )
-                uncovered = None
-                if is_not_mentioned(excerpt):
-                    uncovered = "not mentioned in the answer"
-                elif share < cfg.excerpt_min_overlap:
-                    uncovered = f"excerpt not found in the answer ({share:.0%} of its word pairs)"
-                judge_jobs.append(JudgeJob(verdict_key(ctx, akey, uid), draft, u, uncovered))
+                settled = None if ids else NO_SENTENCE
+                judge_jobs.append(JudgeJob(verdict_key(ctx, akey, uid), draft, u, settled))
         verdicts = await run_judging(ctx, round_no, judge_jobs)
         all_verdicts.update(verdicts)
 
@@ -236,12 +327,14 @@ async def run_rounds(
             cr = result[cand.name]
             new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0}
             n_asked = 0
-            for qk, units_here in mine[cand.name].items():
+            off_topic = 0
+            for qk in asked[cand.name]:
                 akey = answer_key(ctx, ccfg, qk)
-                for u in units_here:
+                for u in plan.units[qk]:
                     st = cr.states[u.unit_id]
                     st.asked += 1
                     n_asked += 1
+                    off_topic += u.unit_id in plan.off_topic.get(qk, set())
                     status, state_key = "error", None
                     if akey in answers:
                         state_key = verdict_key(ctx, akey, u.unit_id)
@@ -253,18 +346,23 @@ async def run_rounds(
                     new[status] += 1
             remaining = sum(1 for s in cr.states.values() if s.status not in JUDGED)
             judged_new = new["correct"] + new["incorrect"]
+            target = cr.target
             stop = None
             if remaining == 0:
                 stop = "all_judged"
-            elif judged_new == 0:
+            elif judged_new == 0 and not off_topic:
                 stop = "no_progress"
             elif round_no == cfg.max_rounds:
                 stop = "max_rounds"
+            elif judged_new == 0:  # off-topic questions judged nothing: smaller clusters next round
+                cr.target = max(1, cr.target // 2)
             log = RoundLog(
                 candidate=cand.name,
                 round=round_no,
                 asked=n_asked,
-                questions=len(mine[cand.name]),
+                questions=len(asked[cand.name]),
+                off_topic=off_topic,
+                cluster_target=target,
                 judged_new=judged_new,
                 correct_new=new["correct"],
                 incorrect_new=new["incorrect"],
@@ -288,13 +386,12 @@ async def run_rounds(
 async def _answer(
     ctx: RunContext[Config],
     round_no: int,
-    plan: list[tuple[str, SystemUnderTest, ClusterQuestion]],
-    clusters: dict[str, list[KnowledgeUnit]],
+    plan: list[Planned],
 ) -> dict[str, ClusterAnswer]:
-    """Every planned (answer key, candidate, question); returns the answers given, by key."""
+    """Every planned (answer key, candidate, question, units asked); returns the answers given, by key."""
 
-    def base(unit: tuple[str, SystemUnderTest, ClusterQuestion]) -> dict[str, Any]:
-        _, cand, q = unit
+    def base(unit: Planned) -> dict[str, Any]:
+        _, cand, q, units = unit
         return {
             "candidate": cand.name,
             "round": round_no,
@@ -302,12 +399,12 @@ async def _answer(
             "question": q.question,
             "center": q.center,
             "question_type": q.question_type,
-            "unit_ids": q.unit_ids,
+            "unit_ids": [u.unit_id for u in units],
         }
 
-    async def answer(unit: tuple[str, SystemUnderTest, ClusterQuestion]) -> ClusterAnswer:
-        _, cand, q = unit
-        gold = sorted({cid for u in clusters[q.question_id] for cid in u.chunk_ids})
+    async def answer(unit: Planned) -> ClusterAnswer:
+        _, cand, q, units = unit
+        gold = sorted({cid for u in units for cid in u.chunk_ids})
         text, retrieved_ids = await answer_cluster_question(cand, q.question, gold)
         return ClusterAnswer(**base(unit), answer=text, retrieved_ids=retrieved_ids)
 

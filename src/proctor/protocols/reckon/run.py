@@ -19,7 +19,7 @@ from proctor.protocols.reckon.candidates import build_candidates
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.cost import cost_summary
 from proctor.protocols.reckon.judging import UnitVerdict
-from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate
+from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate, resolve_labels
 from proctor.protocols.reckon.rounds import STOP_REASONS, RoundsResult, run_rounds
 from proctor.protocols.reckon.units import (
     KnowledgeUnit,
@@ -62,6 +62,8 @@ class ReckonItem(Payload):
     question_id: str | None
     question_type: str | None
     excerpt: str | None
+    sentence_ids: list[int] | None = None  # the answer sentences the excerpt is made of (1-based)
+    evidence: str | None = None  # the unit's corpus sentence (what sentence labels refer to)
     reason: str | None
     baseline_answer_key: str | None
     scores: dict[str, float | None]
@@ -179,6 +181,8 @@ def _finish(
                 question_id=vd.question_id if vd is not None else None,
                 question_type=q.question_type if q is not None else None,
                 excerpt=vd.excerpt if vd is not None else None,
+                sentence_ids=vd.sentence_ids if vd is not None else None,
+                evidence=u.evidence,
                 reason=vd.reason if vd is not None else None,
                 baseline_answer_key=b.answer_key,
                 scores=scores,
@@ -251,11 +255,14 @@ def _finish(
         for label in BASELINE_NAMES.values():
             if label in cfg.baselines:
                 methods[label] = getattr(cfg.thresholds, label) if label in CONTINUOUS else None
-        meta = meta_evaluate(items, labels, methods)
+        resolved, label_stats = resolve_labels(labels, units, [c.name for c in ctx.config.candidates])
+        meta = meta_evaluate(items, resolved, methods)
         meta["file"] = cfg.human_labels
+        meta["labels"] = label_stats
         if meta["unmatched"]:
             warnings.append(
-                f"{meta['unmatched']} of {meta['n_labels']} human labels name items this run does not have"
+                f"{meta['unmatched']} of {label_stats['item_labels']} human labels by item id name items "
+                f"this run does not have"
             )
         for row in meta["methods"]:
             store.put_metric("metaeval.accuracy", row["method"], row["accuracy"], n=row["n"])
@@ -281,6 +288,7 @@ def _finish(
         "units": unit_stats,
         "n_units": n_units,
         "config": cfg.model_dump(mode="json"),
+        "cluster_cap": cfg.cluster_cap,
         "candidates": cand_summary,
         "clusters": clusters,
         "map": [

@@ -1,6 +1,12 @@
 """Step 1: knowledge units. The examiner extracts units from each chunk; exact and near duplicates are
 merged by embedding similarity; units carried over from an earlier run (its uncovered list) are added.
 A unit is a `KnowledgeUnit` (stored as a `reckon_unit` item).
+
+Unit form is enforced in code, not only asked for in the prompt: a unit is one sentence of at most
+`reckon.unit_max_words` words. A description of several sentences is split into its sentences (each one that
+carries a fact — at least `MIN_UNIT_WORDS` words — and fits the limit becomes a unit of its own); a single
+sentence over the limit, or a description with no sentence that fits, is dropped. Every outcome is counted
+(`unit_form`) and shown in the report.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ UNIT_TYPES = ("factual", "conceptual", "procedural", "other")
 ROLE = "reckon:units"
 PROMPT = "reckon/units"
 EVIDENCE_MIN_SIMILARITY = 0.3
-_DESCRIPTION_MAX_CHARS = 600
+MIN_UNIT_WORDS = 3  # a sentence shorter than this carries no fact of its own ("See below.")
+_DESCRIPTION_MAX_CHARS = 600  # carried-over units (not re-formed) are cut here
+FORM_OUTCOMES = ("kept", "split", "dropped_too_long", "dropped_no_fact")
 
 
 def units_schema(max_units: int) -> dict[str, Any]:
@@ -81,6 +89,7 @@ class KnowledgeUnit(Payload):
     source: str | None = None
     evidence: str | None = None
     origin: str = "corpus"
+    form: str = "kept"  # kept as the examiner wrote it, or "split": one sentence of a longer description
     merged: list[MergedUnit] = Field(default_factory=list)
 
     @property
@@ -116,13 +125,56 @@ def select_chunks(ctx: RunContext[Config]) -> list[Chunk]:
     return chunks
 
 
-def _clean(raw: dict[str, Any]) -> dict[str, str] | None:
+def _clean(raw: dict[str, Any], max_chars: int | None = None) -> dict[str, str] | None:
     keyword = " ".join(str(raw.get("keyword", "")).split())
-    description = " ".join(str(raw.get("description", "")).split())[:_DESCRIPTION_MAX_CHARS]
+    description = " ".join(str(raw.get("description", "")).split())[:max_chars]
     if not keyword or not description:
         return None
     utype = str(raw.get("type", "other")).strip().lower()
     return {"type": utype if utype in UNIT_TYPES else "other", "keyword": keyword, "description": description}
+
+
+_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“])")
+_ABBREVIATION = re.compile(r"(?:\b[A-Z][a-z]{0,2}|\b[a-z]|\b(?:[A-Za-z]\.){2,})\.$")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a short text (a unit description): split after . ! ? before a capital, a digit
+    or a quote, except after an abbreviation such as "St." or "e.g."."""
+    out: list[str] = []
+    for part in _SPLIT.split(" ".join(text.split())):
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] = f"{out[-1]} {part}"
+        elif part:
+            out.append(part)
+    return out
+
+
+def unit_form(description: str, max_words: int) -> tuple[str, list[str]]:
+    """Enforce one fact per unit: (outcome, descriptions). Outcomes: "kept" (one sentence within the limit),
+    "split" (several sentences: those that carry a fact and fit the limit, each a unit), "dropped_too_long"
+    (nothing fits the limit), "dropped_no_fact" (no sentence of at least MIN_UNIT_WORDS words)."""
+    sents = split_sentences(description)
+    facts = [x for x in sents if len(x.split()) >= MIN_UNIT_WORDS]
+    fitting = [x for x in facts if len(x.split()) <= max_words]
+    if not facts:
+        return "dropped_no_fact", []
+    if not fitting:
+        return "dropped_too_long", []
+    if len(sents) == 1:
+        return "kept", fitting
+    return "split", fitting
+
+
+def form_text(stats: dict[str, Any]) -> str:
+    """The unit-form line of the report and the summary: "units: 9 kept, 3 split (into 7), 1 dropped: too
+    long"."""
+    f = stats.get("form") or {}
+    parts = [f"{f.get('kept', 0)} kept", f"{f.get('split', 0)} split (into {f.get('split_units', 0)})"]
+    for reason in ("too_long", "no_fact"):
+        if f.get(f"dropped_{reason}"):
+            parts.append(f"{f[f'dropped_{reason}']} dropped: {reason.replace('_', ' ')}")
+    return "units: " + ", ".join(parts)
 
 
 class ChunkUnits(Payload):
@@ -169,7 +221,15 @@ async def extract_units(
         context=lambda c: {"chunk_id": c.chunk_id, "source": c.source},
     )
     units: list[KnowledgeUnit] = []
-    stats: dict[str, Any] = {"chunks": len(chunks), "chunks_failed": 0, "extracted": 0, "dropped_empty": 0}
+    form = dict.fromkeys(FORM_OUTCOMES, 0) | {"split_units": 0, "split_sentences_dropped": 0}
+    stats: dict[str, Any] = {
+        "chunks": len(chunks),
+        "chunks_failed": 0,
+        "extracted": 0,
+        "dropped_empty": 0,
+        "max_words": cfg.unit_max_words,
+        "form": form,
+    }
     for o in outcomes:
         if o.value is None:
             stats["chunks_failed"] += 1
@@ -181,17 +241,26 @@ async def extract_units(
                 stats["dropped_empty"] += 1
                 continue
             stats["extracted"] += 1
-            units.append(
-                KnowledgeUnit(
-                    unit_id=make_unit_id(chunk.chunk_id, u["keyword"], u["description"]),
-                    type=u["type"],
-                    keyword=u["keyword"],
-                    description=u["description"],
-                    chunk_id=chunk.chunk_id,
-                    chunk_ids=[chunk.chunk_id],
-                    source=chunk.source,
+            outcome, descriptions = unit_form(u["description"], cfg.unit_max_words)
+            form[outcome] += 1
+            if outcome == "split":
+                form["split_units"] += len(descriptions)
+                form["split_sentences_dropped"] += len(split_sentences(u["description"])) - len(descriptions)
+            for description in descriptions:
+                units.append(
+                    KnowledgeUnit(
+                        unit_id=make_unit_id(chunk.chunk_id, u["keyword"], description),
+                        type=u["type"],
+                        keyword=u["keyword"],
+                        description=description,
+                        chunk_id=chunk.chunk_id,
+                        chunk_ids=[chunk.chunk_id],
+                        source=chunk.source,
+                        form=outcome,
+                    )
                 )
-            )
+    stats["formed"] = len(units)
+    stats["form_text"] = form_text(stats)
     return units, stats
 
 
@@ -208,7 +277,7 @@ def load_carry_over(path_str: str) -> list[KnowledgeUnit]:
     units = []
     for rec in read_records(path, field="reckon.carry_over", format="jsonl", comments=True):
         raw = rec.data
-        u = _clean(raw) if isinstance(raw, dict) else None
+        u = _clean(raw, _DESCRIPTION_MAX_CHARS) if isinstance(raw, dict) else None
         if u is None:
             raise UserError(
                 f"reckon.carry_over: {path}, {rec.where}: each line must be a JSON object with non-empty "
