@@ -169,3 +169,37 @@ def adaptive_plot(
         ax.legend(fontsize=7, frameon=False)
         ax.grid(axis="x", color="#dddddd", lw=0.6)
         return _png_base64(fig)
+
+
+def guessability_plot(
+    values: Sequence[float],
+    threshold: float,
+    chance: float,
+    difficulty: Sequence[tuple[float, float]] = (),
+) -> str:
+    """Left: the items' closed-book guessability (histogram, chance and the filter's threshold marked);
+    right, when IRT was fitted: guessability against IRT difficulty, one point per kept item."""
+    with plot_style():
+        fig = Figure(figsize=(8.6 if difficulty else 5.2, 2.6))
+        axes = fig.subplots(1, 2 if difficulty else 1, squeeze=False)[0]
+        ax = axes[0]
+        bins = [i / 10 for i in range(11)]
+        ax.hist(list(values), bins=bins, color=_BAR, edgecolor="white", zorder=2)
+        ax.axvline(chance, color="#333333", ls=":", lw=1, label=f"chance {chance:.2f}")
+        ax.axvline(threshold, color=_CHANCE, ls="--", lw=1, label=f"threshold {threshold:.2f}")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("P(correct option), answered closed-book")
+        ax.set_ylabel("items")
+        ax.set_title("Guessability", fontsize=10, loc="left")
+        ax.legend(fontsize=7, frameon=False)
+        ax.grid(axis="y", color="#dddddd", lw=0.6, zorder=0)
+        if difficulty:
+            ax2 = axes[1]
+            ax2.scatter([x for x, _ in difficulty], [y for _, y in difficulty], s=14, color=_BAR, zorder=2)
+            ax2.axvline(threshold, color=_CHANCE, ls="--", lw=1)
+            ax2.set_xlim(0, 1)
+            ax2.set_xlabel("guessability")
+            ax2.set_ylabel("IRT difficulty")
+            ax2.set_title("Guessability vs IRT difficulty (kept items)", fontsize=10, loc="left")
+            ax2.grid(color="#eeeeee", lw=0.6, zorder=0)
+        return _png_base64(fig)

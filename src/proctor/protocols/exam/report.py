@@ -54,7 +54,14 @@ def _stat_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         v = stats[k]
         if k == "rounds":
-            sub = [(f"round {i}", f"{r['asked']} asked in all, {r['kept']} kept") for i, r in enumerate(v, 1)]
+            sub = [
+                (
+                    f"round {i}",
+                    f"{r['asked']} asked in all, {r['kept']} kept"
+                    + (f" ({r['guessable']} more dropped as guessable)" if r.get("guessable") else ""),
+                )
+                for i, r in enumerate(v, 1)
+            ]
             rows.append({"name": STAT_LABELS[k], "value": len(v), "sub": sub})
         elif isinstance(v, dict):
             rows.append({"name": STAT_LABELS.get(k, k), "value": sum(v.values()), "sub": sorted(v.items())})
@@ -268,6 +275,7 @@ def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]
                         "source_chunk_ids",
                         "generator",
                         "prompt_version",
+                        "guessability",
                     )
                 },
                 "answers": answers,
@@ -284,8 +292,8 @@ def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]
 def _guessability(
     g: dict[str, Any] | None, irt_items: dict[str, Any], dropped: int | None
 ) -> dict[str, Any] | None:
-    """Closed-book answerability: distribution, guessable share per topic, and its relation to the IRT
-    difficulty and guessing of the items kept (Spearman)."""
+    """Closed-book answerability: distribution (plot), guessable share per topic, the items at or above
+    the threshold, and the relation to the IRT difficulty and guessing of the items kept (Spearman)."""
     if not g:
         return None
     if g.get("skipped"):
@@ -306,7 +314,29 @@ def _guessability(
         if len(xy) >= 5 and len({x for x, _ in xy}) > 1 and len({y for _, y in xy}) > 1:
             rho = spearmanr([x for x, _ in xy], [y for _, y in xy]).statistic
             corr[name] = {"rho": round(float(rho), 3), "n": len(xy)}
-    return {**{k: v for k, v in g.items() if k != "per_item"}, "dropped": dropped, "irt": corr}
+    values = [v for v in per.values() if v is not None]
+    plot = None
+    if values:
+        plot = safe_plot(
+            plots_exam.guessability_plot,
+            values,
+            float(g.get("threshold") or 0.75),
+            float(g.get("chance") or 0.25),
+            pairs["difficulty"],
+        )
+    return {
+        **{k: v for k, v in g.items() if k != "per_item"},
+        "filter": g.get("filter", dropped is not None),
+        "dropped": dropped,
+        "irt": corr,
+        "plot": plot,
+    }
+
+
+def _item_guessability(stats: dict[str, Any]) -> dict[str, float | None]:
+    g = stats.get("guessability")
+    per = (g or {}).get("per_item") if isinstance(g, dict) else None
+    return {k: v.get("guessability") for k, v in (per or {}).items()}
 
 
 def exam_context(store: RunStore) -> dict[str, Any]:
@@ -326,6 +356,7 @@ def exam_context(store: RunStore) -> dict[str, Any]:
         "breakdowns": _breakdowns(store.get_artifact("exam_breakdowns")),
         "irt": irt,
         "browser": _browser(store, irt_items, (irt or {}).get("dropped", {})),
+        "item_guessability": _item_guessability(stats),
     }
 
 

@@ -23,37 +23,19 @@ from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.exam_file import read_exam, write_exam
 from proctor.protocols.exam.filters import Embeddings
 from proctor.protocols.exam.grading import ExamResponse, Pipeline, Sitting, build_pipelines, grade
-from proctor.protocols.exam.guessability import closed_book_baseline, guess
+from proctor.protocols.exam.guessability import (
+    closed_book_accuracy,
+    filters_guessable,
+    guess,
+    guessability_step,
+    is_guessable,
+)
 from proctor.protocols.exam.labels import label_exam
 from proctor.protocols.exam.stats import bias_baselines, distribution, max_baseline_gap
 from proctor.protocols.steps import Outcome
 
 log = logging.getLogger("proctor")
 BREAKDOWNS = ("bloom", "question_word", "topic")
-
-
-def _guess_stats(
-    exam: list[dict[str, Any]], guesses: dict[str, dict[str, Any]], threshold: float | None
-) -> dict[str, Any]:
-    """Guessability over the items before the filter: distribution, share guessable per topic."""
-    values = [g for q in exam if (g := guesses[q["id"]]["guessability"]) is not None]
-    by_topic: dict[str, list[float]] = {}
-    for q in exam:
-        g = guesses[q["id"]]["guessability"]
-        if g is not None:
-            by_topic.setdefault(str(q.get("topic") or "unknown"), []).append(g)
-    cut = threshold if threshold is not None else 0.75
-    return {
-        "items": len(exam),
-        "measured": len(values),
-        "mean": round(sum(values) / len(values), 4) if values else None,
-        "histogram": {f"{b / 10:.1f}": sum(1 for v in values if min(int(v * 10), 9) == b) for b in range(10)},
-        "threshold": cut,
-        "guessable_by_topic": {
-            t: round(sum(1 for v in vs if v >= cut) / len(vs), 4) for t, vs in sorted(by_topic.items())
-        },
-        "per_item": {q["id"]: guesses[q["id"]] for q in exam},
-    }
 
 
 async def build_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -102,6 +84,12 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[dict
             example_passage=generation.example_passage(),
         )
         rounds.append({"asked": asked, "generated": stats["generated"], "kept": len(exam)})
+        if cfg.target_questions is not None and filters_guessable(ctx) and exam:
+            # The target counts items that also pass the guessability filter, measured per round (each
+            # item once: later rounds and the final step read the stored answers).
+            guesses = await guess(ctx, exam)
+            dropped = sum(1 for q in exam if is_guessable(guesses[q["id"]], cfg.max_guessability or 0.0))
+            rounds[-1].update(kept=len(exam) - dropped, guessable=dropped)
         nxt = _next_round_size(cfg, rounds, cap)
         if nxt is None:
             break
@@ -216,25 +204,13 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
             "`embedder`. Add one (e.g. `embedder: local/all-minilm-l6-v2`) or use chunk_sampling: spread."
         )
     exam, stats = await build_exam(ctx, cfg)
-    guesses: dict[str, dict[str, Any]] = {}
-    if cfg.guessability and exam and "examiner" not in ctx.config.roles:
-        stats["guessability"] = {"skipped": "no examiner role to answer the items closed-book"}
-    elif cfg.guessability and exam:
-        guesses = await guess(ctx, exam)
-        for q in exam:
-            q["guessability"] = guesses[q["id"]]["guessability"]
-        stats["guessability"] = _guess_stats(exam, guesses, cfg.max_guessability)
-        if cfg.max_guessability is not None:
-            kept = [q for q in exam if q["guessability"] is None or q["guessability"] < cfg.max_guessability]
-            stats.setdefault("filtered", {})["guessable"] = len(exam) - len(kept)
-            stats["kept"] = len(kept)
-            exam = kept
+    exam, guesses = await guessability_step(ctx, exam, stats)
     for q in exam:
         ctx.store.put_item(q["id"], "exam_question", q)
     _supersede(ctx, "exam_question", {q["id"] for q in exam})
     write_exam(ctx.run_dir / "exam.jsonl", exam)
     baselines = bias_baselines(exam)
-    if guesses and (cb := closed_book_baseline(exam, guesses))["n"]:
+    if guesses and (cb := closed_book_accuracy(exam, guesses))["n"]:
         baselines["closed_book_examiner"] = cb
     stats["bloom"] = distribution(exam, "bloom")
     stats["question_word"] = distribution(exam, "question_word")
