@@ -176,6 +176,21 @@ def demo(
         out.print(f"[bold green]Demo report:[/] {report}")
 
 
+@app.command()
+def view(
+    runs_dir: Path = typer.Argument(Path("runs"), help="folder that holds run directories"),
+    port: int = typer.Option(8765, "--port", help="port on 127.0.0.1 (0: any free port)"),
+    no_open: bool = typer.Option(False, "--no-open", help="do not open a browser"),
+) -> None:
+    """Local web app: browse runs, items and model calls; label items; meta-evaluate judges; compare runs."""
+    from proctor.viewer import serve
+
+    def announce(url: str) -> None:
+        out.print(f"proctor view: {url}  (Ctrl-C to stop)", highlight=False)
+
+    serve(runs_dir, port=port, open_browser=not no_open, announce=announce)
+
+
 def _print_summary(summary: dict) -> None:
     """Print the protocol's headline table: `summary["table"]` is a list of rows (column -> text)."""
     rows = summary.get("table") or []

@@ -1,0 +1,141 @@
+"""`proctor view` item browser on a synthetic run of 100,000 items: time of the first, middle and last
+page, of filtered pages (candidate, verdict, error cause), of a full-text search (the first one builds the
+side index), of an item page, each through the app (Starlette's TestClient, in process), and the
+process's peak memory. Prints the figures; asserts nothing. Run from the repository root:
+
+    .venv/bin/python bench/viewer_paging.py [--items 100000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from proctor.store import RunStore
+from proctor.viewer import create_app
+
+CANDIDATES = ["alpha", "beta", "gamma", "delta"]
+WORDS = ["harbour", "lantern", "canal", "tide", "warden", "ledger", "beacon", "granary", "archive", "vessel"]
+
+
+def build(folder: Path, n: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    store = RunStore(folder / "run.sqlite")
+    store.start_run(folder.name, "qa", {"candidates": [{"name": c} for c in CANDIDATES]}, "0" * 64, "bench")
+    conn = store._conn()
+    rng = random.Random(0)
+    conn.execute("BEGIN")
+    items, judgments, calls = [], [], []
+    now = time.time()
+    for i in range(n):
+        key = f"a_{i:020d}"
+        cand = CANDIDATES[i % len(CANDIDATES)]
+        words = " ".join(rng.choice(WORDS) for _ in range(12))
+        failed = i % 97 == 0
+        data = {
+            "question": f"Question {i}: what about the {words}?",
+            "answer": f"Answer {i} mentions the {rng.choice(WORDS)} " + "and more " * 20,
+            "reference_answer": f"reference {i}",
+            "candidate": cand,
+            "question_id": f"q_{i // len(CANDIDATES):08d}",
+        }
+        items.append(
+            (
+                key,
+                "answer",
+                "error" if failed else "done",
+                json.dumps(data),
+                "boom" if failed else None,
+                "http_500" if failed else None,
+                i + 1,
+                now,
+            )
+        )
+        if not failed:
+            verdict = "correct" if rng.random() < 0.6 else "incorrect"
+            judgments.append(
+                (key, "llm_with_reference", verdict, float(verdict == "correct"), "r", None, "null", None)
+            )
+        calls.append(("local", "m", "candidate", key, 400, 30, 0.0, 0.2, 0, 1, None, now))
+        calls.append(("local", "j", "judge", key, 500, 20, 0.0, 0.1, 0, 1, None, now))
+    conn.executemany("INSERT INTO items VALUES (?,?,?,?,?,?,?,?)", items)
+    conn.executemany(
+        "INSERT INTO judgments (item_key, judge, verdict, score, reason, error, data, error_cause)"
+        " VALUES (?,?,?,?,?,?,?,?)",
+        judgments,
+    )
+    conn.executemany(
+        "INSERT INTO model_calls (provider, model, role, item_key, prompt_tokens, completion_tokens,"
+        " cost_usd, latency_s, cached, attempts, error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        calls,
+    )
+    conn.execute("COMMIT")
+    store.finish_run(folder.name)
+    store.close()
+
+
+def timed(client: TestClient, url: str, repeat: int = 5) -> tuple[float, float]:
+    """(first request ms, median of the next `repeat` ms)."""
+    t0 = time.perf_counter()
+    r = client.get(url)
+    first = (time.perf_counter() - t0) * 1000
+    assert r.status_code == 200, (url, r.status_code, r.text[:500])
+    again = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        client.get(url)
+        again.append((time.perf_counter() - t0) * 1000)
+    return first, statistics.median(again)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=100_000)
+    ap.add_argument("--keep", type=Path, default=None, help="build the run here and keep it")
+    args = ap.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="proctor-viewer-bench-"))
+    folder = root / "bench-run"
+    t0 = time.perf_counter()
+    if not (folder / "run.sqlite").exists():
+        build(folder, args.items)
+    print(
+        f"store: {args.items:,} items, {(folder / 'run.sqlite').stat().st_size / 1e6:.0f} MB, "
+        f"built in {time.perf_counter() - t0:.1f} s"
+    )
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    base = "/runs/bench-run/items?kind=answer"
+    last = -(-args.items // 50)
+    mid_key = f"a_{args.items // 2:020d}"
+    cases = [
+        ("first page", base),
+        ("middle page", f"{base}&page={last // 2}"),
+        ("last page", f"{base}&page={last}"),
+        ("candidate=gamma, first page", f"{base}&candidate=gamma"),
+        ("candidate=gamma, last page", f"{base}&candidate=gamma&page={args.items // 4 // 50}"),
+        ("verdict=incorrect", f"{base}&verdict=incorrect"),
+        ("cause=http_500", f"{base}&cause=http_500"),
+        ("search 'lantern harbour' (1st builds index)", f"{base}&q=lantern+harbour"),
+        ("search 'Question 77777'", f"{base}&q=Question+77777"),
+        ("item page (2 calls, 1 judgment)", f"/runs/bench-run/items/{mid_key}?kind=answer"),
+        ("run page", "/runs/bench-run"),
+    ]
+    print(f"{'request':48} {'first ms':>9} {'median ms':>10}")
+    for name, url in cases:
+        first, med = timed(client, url)
+        print(f"{name:48} {first:9.1f} {med:10.1f}")
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"peak RSS: {rss_before / 1024:.0f} MB before the requests, {rss_after / 1024:.0f} MB after")
+    print(f"run folder: {folder}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""The viewer's web app (Starlette + Jinja2): runs list, a run, its item browser and item pages, labels,
+meta-evaluation and the comparison of two runs.
+
+Security: the server binds to loopback (see `proctor.viewer.server`) and accepts only loopback Host
+headers (no DNS rebinding); writes need the page's CSRF token in `X-CSRF-Token`; run ids are folder names
+resolved under the root only; templates autoescape and model text is never marked safe; the static report
+is served with a Content-Security-Policy that runs no script.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from proctor.viewer import items as items_q
+from proctor.viewer.compare import compare
+from proctor.viewer.labels import (
+    LabelFileError,
+    LabelIn,
+    LabelStore,
+    allowed,
+    export_lines,
+    parse_lines,
+    scale_for,
+)
+from proctor.viewer.metaeval import meta_evaluate
+from proctor.viewer.rundir import (
+    RunNotFound,
+    candidate_names,
+    connect_run,
+    list_runs,
+    resolve_run,
+    store_stamp,
+    summarize,
+)
+from proctor.viewer.search import attach, ensure_index, fts_query
+from proctor.viewer.templating import render
+
+STATIC = Path(__file__).parent / "static"
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
+REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
+PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-src 'self'; object-src 'none'"
+
+
+@dataclass
+class ViewerState:
+    root: Path
+    csrf: str
+    facets: dict[tuple[str, str], tuple[items_q.Facets, list[str]]]
+
+
+def _state(request: Request) -> ViewerState:
+    state: ViewerState = request.app.state.viewer
+    return state
+
+
+def _folder(request: Request, run_id: str | None = None) -> Path:
+    try:
+        return resolve_run(_state(request).root, run_id or request.path_params["run_id"])
+    except RunNotFound:
+        raise HTTPException(404, "no such run") from None
+
+
+def _page(request: Request, template: str, **context: Any) -> Response:
+    html = render(template, request=request, csrf=_state(request).csrf, **context)
+    return Response(html, media_type="text/html", headers={"Content-Security-Policy": PAGE_CSP})
+
+
+def _check_csrf(request: Request) -> None:
+    sent = request.headers.get("x-csrf-token", "")
+    if not hmac.compare_digest(sent, _state(request).csrf):
+        raise HTTPException(403, "missing or wrong CSRF token (reload the page)")
+
+
+def _open_indexed(folder: Path, *, search: bool = False) -> sqlite3.Connection:
+    """A read-only connection to the run store with the side index (built or refreshed) attached."""
+    index = ensure_index(folder, search=search)
+    conn = connect_run(folder)
+    attach(conn, index)
+    return conn
+
+
+def _facets(state: ViewerState, folder: Path, conn: sqlite3.Connection) -> tuple[items_q.Facets, list[str]]:
+    key = (folder.name, store_stamp(folder))
+    hit = state.facets.get(key)
+    if hit is None:
+        hit = (items_q.facets(conn), items_q.judged_kinds(conn))
+        state.facets = {k: v for k, v in state.facets.items() if k[0] != folder.name}
+        state.facets[key] = hit
+    return hit
+
+
+# --- pages -----------------------------------------------------------------------------------------
+async def runs_page(request: Request) -> Response:
+    protocol = request.query_params.get("protocol") or None
+    name = (request.query_params.get("name") or "").strip().lower()
+    runs = list_runs(_state(request).root)
+    protocols = sorted({r.protocol for r in runs if r.protocol})
+    shown = [
+        r
+        for r in runs
+        if (protocol is None or r.protocol == protocol)
+        and (not name or name in r.run_id.lower() or name in (r.name or "").lower())
+    ]
+    return _page(
+        request, "runs.html.j2", runs=shown, all_runs=runs, protocols=protocols, protocol=protocol, name=name
+    )
+
+
+async def run_page(request: Request) -> Response:
+    folder = _folder(request)
+    summary = summarize(folder)
+    conn = _open_indexed(folder)
+    try:
+        fc, judged = _facets(_state(request), folder, conn)
+        metrics = [dict(r) for r in conn.execute("SELECT * FROM metrics ORDER BY name, subject")]
+    finally:
+        conn.close()
+    with LabelStore(folder) as labels:
+        n_labels = labels.count()
+    others = [
+        r
+        for r in list_runs(_state(request).root)
+        if r.protocol == summary.protocol and r.run_id != folder.name
+    ]
+    return _page(
+        request,
+        "run.html.j2",
+        run=summary,
+        facets=fc,
+        judged=judged,
+        metrics=metrics,
+        n_labels=n_labels,
+        others=others,
+    )
+
+
+async def report_file(request: Request) -> Response:
+    folder = _folder(request)
+    path = folder / "report.html"
+    if not path.is_file():
+        raise HTTPException(404, "this run has no report.html yet")
+    return FileResponse(path, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
+
+
+def _filter(request: Request) -> items_q.ItemFilter:
+    raw = {k: v for k, v in request.query_params.items() if v != ""}
+    try:
+        return items_q.ItemFilter.model_validate(raw)
+    except ValidationError:
+        raise HTTPException(400, "bad filter") from None
+
+
+async def items_page(request: Request) -> Response:
+    folder = _folder(request)
+    f = _filter(request)
+    fts = fts_query(f.q) if f.q else None
+    conn = _open_indexed(folder, search=fts is not None)
+    try:
+        fc, judged = _facets(_state(request), folder, conn)
+        if f.kind is None:
+            f = f.model_copy(update={"kind": items_q.default_kind(fc, judged)})
+        page = items_q.page(conn, f, fts)
+        candidates = candidate_names(conn)
+    finally:
+        conn.close()
+    with LabelStore(folder) as labels:
+        current = labels.current([r.key for r in page.rows])
+    by_key: dict[str, list[Any]] = {}
+    for lab in current:
+        by_key.setdefault(lab.item_key, []).append(lab)
+    return _page(
+        request,
+        "items.html.j2",
+        run_id=folder.name,
+        f=f,
+        facets=fc,
+        candidates=candidates,
+        page=page,
+        labels=by_key,
+        scale=scale_for(f.kind or ""),
+    )
+
+
+async def item_page(request: Request) -> Response:
+    folder = _folder(request)
+    key = request.path_params["key"]
+    f = _filter(request).model_copy(update={"page": 1})
+    fts = fts_query(f.q) if f.q else None
+    conn = _open_indexed(folder, search=fts is not None)
+    try:
+        item = items_q.detail(conn, key)
+        if item is None:
+            raise HTTPException(404, "no such item in this run")
+        prev_key, next_key = items_q.neighbours(conn, f, item.seq, fts)
+    finally:
+        conn.close()
+    with LabelStore(folder) as labels:
+        history = labels.history(key)
+    return _page(
+        request,
+        "item.html.j2",
+        run_id=folder.name,
+        item=item,
+        f=f,
+        prev_key=prev_key,
+        next_key=next_key,
+        history=history,
+        scale=scale_for(item.kind),
+    )
+
+
+async def metaeval_page(request: Request) -> Response:
+    folder = _folder(request)
+    annotator = request.query_params.get("annotator") or None
+    conn = connect_run(folder)
+    try:
+        with LabelStore(folder) as labels:
+            meta = meta_evaluate(conn, labels, annotator)
+    finally:
+        conn.close()
+    return _page(request, "metaeval.html.j2", run_id=folder.name, meta=meta)
+
+
+async def compare_page(request: Request) -> Response:
+    a_id, b_id = request.query_params.get("a", ""), request.query_params.get("b", "")
+    folder_a, folder_b = _folder(request, a_id), _folder(request, b_id)
+    run_a, run_b = summarize(folder_a), summarize(folder_b)
+    if run_a.protocol != run_b.protocol:
+        raise HTTPException(400, f"runs of different protocols ({run_a.protocol}, {run_b.protocol})")
+    conn_a, conn_b = connect_run(folder_a), connect_run(folder_b)
+    try:
+        cmp = compare(run_a.run_id, conn_a, run_b.run_id, conn_b)
+    finally:
+        conn_a.close()
+        conn_b.close()
+    return _page(request, "compare.html.j2", run_a=run_a, run_b=run_b, cmp=cmp)
+
+
+# --- labels (JSON) ---------------------------------------------------------------------------------
+def _label_json(lab: Any) -> dict[str, Any]:
+    return {
+        "id": lab.id,
+        "item_id": lab.item_key,
+        "annotator": lab.annotator,
+        "label": lab.label,
+        "note": lab.note,
+        "time": lab.created,
+    }
+
+
+async def post_label(request: Request) -> Response:
+    _check_csrf(request)
+    folder = _folder(request)
+    try:
+        body = await request.json()
+        lab = LabelIn.model_validate(body)
+    except (ValueError, ValidationError) as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    conn = connect_run(folder)
+    try:
+        row = conn.execute("SELECT kind FROM items WHERE key = ?", (lab.item_id,)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        return JSONResponse({"error": "no such item in this run"}, status_code=404)
+    scale = scale_for(row[0])
+    if lab.label not in allowed(scale):
+        return JSONResponse(
+            {"error": f"this item takes {', '.join(allowed(scale))}, not {lab.label!r}"}, status_code=400
+        )
+    with LabelStore(folder) as labels:
+        stored = labels.add(lab.model_copy(update={"time": None}))
+    return JSONResponse(_label_json(stored))
+
+
+async def get_labels(request: Request) -> Response:
+    folder = _folder(request)
+    key = request.query_params.get("item")
+    with LabelStore(folder) as labels:
+        rows = labels.history(key) if key else labels.current()
+    return JSONResponse([_label_json(lab) for lab in rows])
+
+
+async def export_labels(request: Request) -> Response:
+    folder = _folder(request)
+    annotator = request.query_params.get("annotator") or None
+    wanted = {x for x in (request.query_params.get("labels") or "").split(",") if x}
+    with LabelStore(folder) as labels:
+        rows = [lab for lab in labels.current(annotator=annotator) if not wanted or lab.label in wanted]
+    return StreamingResponse(
+        iter(list(export_lines(rows))),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{folder.name}-labels.jsonl"'},
+    )
+
+
+async def import_labels(request: Request) -> Response:
+    _check_csrf(request)
+    folder = _folder(request)
+    annotator = (request.query_params.get("annotator") or "").strip()
+    text = (await request.body()).decode("utf-8", errors="replace")
+    try:
+        parsed = parse_lines(text, annotator or "imported")
+    except LabelFileError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    with LabelStore(folder) as labels:
+        added, skipped = labels.import_labels(parsed)
+    return JSONResponse({"added": added, "skipped": skipped})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if request.url.path.endswith((".jsonl", "/labels", "/import")) or request.method != "GET":
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+    html = render("error.html.j2", request=request, csrf="", status=exc.status_code, message=exc.detail)
+    return Response(html, status_code=exc.status_code, media_type="text/html")
+
+
+def create_app(root: Path, *, csrf_token: str | None = None) -> Starlette:
+    """The viewer for the run folders directly under `root`."""
+    routes = [
+        Route("/", runs_page),
+        Route("/compare", compare_page),
+        Route("/runs/{run_id}", run_page),
+        Route("/runs/{run_id}/report", report_file),
+        Route("/runs/{run_id}/items", items_page),
+        Route("/runs/{run_id}/items/{key}", item_page),
+        Route("/runs/{run_id}/metaeval", metaeval_page),
+        Route("/runs/{run_id}/labels", get_labels, methods=["GET"]),
+        Route("/runs/{run_id}/labels", post_label, methods=["POST"]),
+        Route("/runs/{run_id}/labels.jsonl", export_labels),
+        Route("/runs/{run_id}/labels/import", import_labels, methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS)],
+        exception_handlers={HTTPException: http_error},
+    )
+    app.state.viewer = ViewerState(root=Path(root), csrf=csrf_token or secrets.token_urlsafe(32), facets={})
+    return app

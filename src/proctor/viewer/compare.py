@@ -1,0 +1,165 @@
+"""Comparing two runs of one protocol: items matched across the runs, per candidate and judge the metric
+in each run, the paired difference with a bootstrap interval and McNemar's exact test on the discordant
+pairs, and the items whose verdict flipped.
+
+Items are matched by `kind|candidate|question_id` when an item carries a candidate and a question id
+(so a changed model behind the same candidate name still matches), else by their store key (content-
+derived: the same work in two runs has the same key). Only binary outcomes are compared: a verdict
+"correct"/"incorrect", or a score cut at 0.5 (the meta-evaluation's rule).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import binomtest
+
+from proctor.viewer.metaeval import THRESHOLD
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+FLIPPED_SHOWN = 500
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: str
+    candidate: str
+    judge: str
+    correct: bool
+    title: str
+
+
+@dataclass
+class PairedDelta:
+    candidate: str
+    judge: str
+    n: int
+    a: float
+    b: float
+    delta: float  # b - a
+    lo: float
+    hi: float
+    gained: int  # incorrect in A, correct in B
+    lost: int  # correct in A, incorrect in B
+    p_mcnemar: float
+
+
+@dataclass
+class Flip:
+    candidate: str
+    judge: str
+    key_a: str
+    key_b: str
+    title: str
+    a: bool
+    b: bool
+
+
+@dataclass
+class Comparison:
+    run_a: str
+    run_b: str
+    matched: int  # matched (item, judge) outcomes
+    only_a: int
+    only_b: int
+    deltas: list[PairedDelta] = field(default_factory=list)
+    flips: list[Flip] = field(default_factory=list)
+    flips_total: int = 0
+
+
+def outcomes(conn: sqlite3.Connection) -> Iterator[tuple[str, Outcome]]:
+    """(match key, outcome) for every judged item with a binary outcome, streamed from the store."""
+    cur = conn.execute(
+        "SELECT j.item_key, j.judge, j.verdict, j.score, i.kind,"
+        " json_extract(i.data, '$.candidate') AS candidate, json_extract(i.data, '$.question_id') AS qid,"
+        " COALESCE(json_extract(i.data, '$.question'), json_extract(i.data, '$.keyword'), '') AS title"
+        " FROM judgments j JOIN items i ON i.key = j.item_key WHERE j.error IS NULL"
+    )
+    for r in cur:
+        verdict, score = r["verdict"], r["score"]
+        if verdict in ("correct", "incorrect"):
+            ok = verdict == "correct"
+        elif isinstance(score, int | float):
+            ok = score >= THRESHOLD
+        else:
+            continue
+        cand = r["candidate"]
+        match = (
+            f"{r['kind']}|{cand}|{r['qid']}" if cand is not None and r["qid"] is not None else r["item_key"]
+        )
+        yield (
+            f"{match}|{r['judge']}",
+            Outcome(r["item_key"], str(cand) if cand is not None else "", r["judge"], ok, str(r["title"])),
+        )
+
+
+def paired_interval(a: np.ndarray, b: np.ndarray, *, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of mean(b - a) over paired 0/1 outcomes. Resampling pairs only
+    changes how many pairs are -1, 0, +1, so each resample is one multinomial draw (O(1) in n)."""
+    d = b.astype(np.int64) - a.astype(np.int64)
+    n = len(d)
+    if n == 0:
+        return float("nan"), float("nan")
+    p = np.array([(d == -1).sum(), (d == 0).sum(), (d == 1).sum()], dtype=float) / n
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, p, size=BOOTSTRAP_RESAMPLES)
+    means = (counts[:, 2] - counts[:, 0]) / n
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def mcnemar_exact(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar p-value: the discordant pairs as a binomial with p = 1/2."""
+    m = gained + lost
+    return 1.0 if m == 0 else float(binomtest(min(gained, lost), m, 0.5).pvalue)
+
+
+def compare(run_a: str, conn_a: sqlite3.Connection, run_b: str, conn_b: sqlite3.Connection) -> Comparison:
+    a = dict(outcomes(conn_a))
+    b = dict(outcomes(conn_b))
+    shared = [k for k in a if k in b]
+    cmp = Comparison(
+        run_a, run_b, matched=len(shared), only_a=len(a) - len(shared), only_b=len(b) - len(shared)
+    )
+    groups: dict[tuple[str, str], list[str]] = {}
+    for k in shared:
+        groups.setdefault((a[k].candidate, a[k].judge), []).append(k)
+    for (cand, judge), keys in sorted(groups.items()):
+        va = np.array([a[k].correct for k in keys], dtype=bool)
+        vb = np.array([b[k].correct for k in keys], dtype=bool)
+        gained, lost = int((~va & vb).sum()), int((va & ~vb).sum())
+        lo, hi = paired_interval(va, vb)
+        cmp.deltas.append(
+            PairedDelta(
+                candidate=cand,
+                judge=judge,
+                n=len(keys),
+                a=float(va.mean()),
+                b=float(vb.mean()),
+                delta=float(vb.mean() - va.mean()),
+                lo=lo,
+                hi=hi,
+                gained=gained,
+                lost=lost,
+                p_mcnemar=mcnemar_exact(gained, lost),
+            )
+        )
+        for k in keys:
+            if a[k].correct != b[k].correct:
+                cmp.flips_total += 1
+                if len(cmp.flips) < FLIPPED_SHOWN:
+                    cmp.flips.append(
+                        Flip(
+                            cand,
+                            judge,
+                            a[k].key,
+                            b[k].key,
+                            a[k].title or b[k].title,
+                            a[k].correct,
+                            b[k].correct,
+                        )
+                    )
+    return cmp
