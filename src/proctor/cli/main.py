@@ -179,16 +179,25 @@ def demo(
 @app.command()
 def view(
     runs_dir: Path = typer.Argument(Path("runs"), help="folder that holds run directories"),
-    port: int = typer.Option(8765, "--port", help="port on 127.0.0.1 (0: any free port)"),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="address to listen on; other than loopback it needs --token"
+    ),
+    port: int = typer.Option(8765, "--port", help="port to listen on (0: any free port)"),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="PROCTOR_VIEW_TOKEN",
+        help="access token every request must carry (required off loopback; at least 16 characters)",
+    ),
     no_open: bool = typer.Option(False, "--no-open", help="do not open a browser"),
 ) -> None:
     """Local web app: browse runs, items and model calls; label items; meta-evaluate judges; compare runs."""
     from proctor.viewer import serve
 
     def announce(url: str) -> None:
-        out.print(f"proctor view: {url}  (Ctrl-C to stop)", highlight=False)
+        out.print(f"proctor view: {url}  (Ctrl-C to stop)", highlight=False, markup=False)
 
-    serve(runs_dir, port=port, open_browser=not no_open, announce=announce)
+    serve(runs_dir, host=host, port=port, token=token, open_browser=not no_open, announce=announce)
 
 
 def _print_summary(summary: dict) -> None:

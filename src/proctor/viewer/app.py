@@ -1,10 +1,12 @@
 """The viewer's web app (Starlette + Jinja2): runs list, a run, its item browser and item pages, labels,
 meta-evaluation and the comparison of two runs.
 
-Security: the server binds to loopback (see `proctor.viewer.server`) and accepts only loopback Host
-headers (no DNS rebinding); writes need the page's CSRF token in `X-CSRF-Token`; run ids are folder names
-resolved under the root only; templates autoescape and model text is never marked safe; the static report
-is served with a Content-Security-Policy that runs no script.
+Security: the server binds to loopback by default (see `proctor.viewer.server`) and accepts only loopback
+Host headers (no DNS rebinding); bound to another address it needs an access token (`TokenMiddleware`: every
+request carries it as a cookie, an `Authorization: Bearer` header, or once as `?token=`) and accepts that
+address as Host too; writes need the page's CSRF token in `X-CSRF-Token`; run ids are folder names resolved
+under the root only; templates autoescape and model text is never marked safe; the static report is served
+with a Content-Security-Policy that runs no script.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -22,9 +25,17 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proctor.viewer import items as items_q
 from proctor.viewer.compare import compare
@@ -53,6 +64,8 @@ from proctor.viewer.templating import render
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
 REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
+TOKEN_COOKIE = "proctor_view_token"
+TOKEN_PARAM = "token"
 PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-src 'self'; object-src 'none'"
 
 
@@ -331,8 +344,67 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return Response(html, status_code=exc.status_code, media_type="text/html")
 
 
-def create_app(root: Path, *, csrf_token: str | None = None) -> Starlette:
-    """The viewer for the run folders directly under `root`."""
+class TokenMiddleware:
+    """Every request must carry the access token: the cookie, `Authorization: Bearer TOKEN`, or the query
+    parameter `?token=TOKEN`. A GET with a right query token is answered with a redirect to the same URL
+    without it, setting an HttpOnly, SameSite=Strict cookie, so the token leaves the address bar and the
+    history at once. A missing or wrong token gets 401 and nothing else (not even whether a run exists)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    def _ok(self, sent: str | None) -> bool:
+        return sent is not None and hmac.compare_digest(sent.encode(), self.token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        auth = request.headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        if self._ok(bearer) or self._ok(request.cookies.get(TOKEN_COOKIE)):
+            await self.app(scope, receive, send)
+            return
+        if self._ok(request.query_params.get(TOKEN_PARAM)):
+            if request.method not in ("GET", "HEAD"):
+                await self.app(scope, receive, send)
+                return
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != TOKEN_PARAM]
+            response: Response = RedirectResponse(
+                request.url.path + (f"?{urlencode(rest)}" if rest else ""),
+                status_code=303,
+                headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+            )
+            response.set_cookie(TOKEN_COOKIE, self.token.decode(), httponly=True, samesite="strict", path="/")
+        else:
+            response = PlainTextResponse(
+                "401: this viewer needs its access token. Open the URL `proctor view` printed "
+                "(it ends in ?token=...), or send the header `Authorization: Bearer TOKEN`.",
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer", "Cache-Control": "no-store"},
+            )
+        await response(scope, receive, send)
+
+
+def create_app(
+    root: Path,
+    *,
+    csrf_token: str | None = None,
+    token: str | None = None,
+    hosts: list[str] | None = None,
+) -> Starlette:
+    """The viewer for the run folders directly under `root`.
+
+    `token`: require this access token on every request (see `TokenMiddleware`). `hosts`: Host header
+    values accepted besides loopback (the address the server is bound to; `"*"` for any, which is only
+    allowed with a token, since the token then is what stops DNS rebinding)."""
+    extra = [h.lower() for h in hosts or []]
+    if token is None and extra:
+        raise ValueError("a viewer that accepts other Host headers than loopback needs a token")
+    if token is not None and not token:
+        raise ValueError("an empty token")
     routes = [
         Route("/", runs_page),
         Route("/compare", compare_page),
@@ -347,10 +419,9 @@ def create_app(root: Path, *, csrf_token: str | None = None) -> Starlette:
         Route("/runs/{run_id}/labels/import", import_labels, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(
-        routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS)],
-        exception_handlers={HTTPException: http_error},
-    )
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS + extra)]
+    if token is not None:
+        middleware.append(Middleware(TokenMiddleware, token=token))
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error})
     app.state.viewer = ViewerState(root=Path(root), csrf=csrf_token or secrets.token_urlsafe(32), facets={})
     return app
