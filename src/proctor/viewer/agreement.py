@@ -89,3 +89,110 @@ def agreement(
         kappa_hi=hi,
         confusion=cm.astype(int).tolist(),
     )
+
+
+# --- many raters -------------------------------------------------------------------------------------
+@dataclass
+class GroupAgreement:
+    """Agreement among all annotators on the items at least two of them labelled."""
+
+    annotators: int
+    items: int  # items with >= 2 labels
+    labels: int  # labels on those items
+    categories: list[str]
+    fleiss_kappa: float | None
+    krippendorff_alpha: float | None
+
+
+def rating_counts(ratings: Sequence[Sequence[str]], categories: Sequence[str]) -> np.ndarray:
+    """items x categories: how many raters put each item in each category (one list of labels per item;
+    labels outside `categories` are ignored)."""
+    idx = {c: i for i, c in enumerate(categories)}
+    counts = np.zeros((len(ratings), len(categories)), dtype=np.int64)
+    for row, labels in zip(counts, ratings, strict=True):
+        for lab in labels:
+            if lab in idx:
+                row[idx[lab]] += 1
+    return counts
+
+
+def fleiss_kappa(counts: np.ndarray) -> float | None:
+    """Fleiss' kappa from an items x categories count matrix; items rated by fewer than two raters are
+    left out, and items may have different numbers of raters (per-item agreement
+    P_i = (sum_j n_ij^2 - n_i) / (n_i (n_i - 1)), P = mean P_i, P_e = sum_j p_j^2 with p_j the share of all
+    ratings in category j; kappa = (P - P_e) / (1 - P_e)). None without items or when P_e = 1."""
+    counts = np.asarray(counts, dtype=float)
+    n_i = counts.sum(axis=1)
+    counts, n_i = counts[n_i >= 2], n_i[n_i >= 2]
+    if len(n_i) == 0:
+        return None
+    p_item = ((counts**2).sum(axis=1) - n_i) / (n_i * (n_i - 1))
+    p_cat = counts.sum(axis=0) / n_i.sum()
+    pe = float((p_cat**2).sum())
+    if np.isclose(pe, 1.0):
+        return None
+    return float((p_item.mean() - pe) / (1.0 - pe))
+
+
+def krippendorff_alpha(counts: np.ndarray) -> float | None:
+    """Krippendorff's alpha for nominal data from an items x categories count matrix (missing ratings are
+    simply absent from a row; items with fewer than two ratings are not pairable and left out).
+    Coincidences o_ck = sum_u n_uc (n_uk - [c = k]) / (m_u - 1); alpha = 1 - D_o / D_e with
+    D_o = sum_{c != k} o_ck and D_e = sum_{c != k} n_c n_k / (n - 1). None when D_e = 0 (one category)."""
+    counts = np.asarray(counts, dtype=float)
+    m = counts.sum(axis=1)
+    counts, m = counts[m >= 2], m[m >= 2]
+    if len(m) == 0:
+        return None
+    weighted = counts / (m - 1)[:, None]
+    coincidence = weighted.T @ counts - np.diag(weighted.sum(axis=0))
+    n_c = coincidence.sum(axis=0)
+    n = n_c.sum()
+    observed = coincidence.sum() - np.trace(coincidence)
+    expected = (n**2 - (n_c**2).sum()) / (n - 1)
+    if np.isclose(expected, 0.0):
+        return None
+    return float(1.0 - observed / expected)
+
+
+def group_agreement(per_rater: dict[str, dict[str, str]], categories: Sequence[str]) -> GroupAgreement:
+    """Fleiss' kappa and Krippendorff's alpha among raters ({rater: {item: label}}) over the items two or
+    more of them put in `categories`."""
+    items: dict[str, list[str]] = {}
+    for labels in per_rater.values():
+        for item, lab in labels.items():
+            if lab in categories:
+                items.setdefault(item, []).append(lab)
+    shared = [labs for labs in items.values() if len(labs) >= 2]
+    counts = rating_counts(shared, categories)
+    return GroupAgreement(
+        annotators=len(per_rater),
+        items=len(shared),
+        labels=int(counts.sum()),
+        categories=list(categories),
+        fleiss_kappa=fleiss_kappa(counts),
+        krippendorff_alpha=krippendorff_alpha(counts),
+    )
+
+
+# --- scores against labels -----------------------------------------------------------------------------
+@dataclass
+class Correlation:
+    """Spearman's rank correlation between a method's numeric score and the human label as a number."""
+
+    n: int
+    rho: float | None
+    p: float | None
+
+
+def spearman(scores: Sequence[float], labels: Sequence[float]) -> Correlation:
+    """rho and its p-value (scipy); undefined (None) below three pairs or when either side is constant."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
+    n = len(x)
+    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return Correlation(n, None, None)
+    res = spearmanr(x, y)
+    rho, p = float(res.statistic), float(res.pvalue)
+    return Correlation(n, None if np.isnan(rho) else rho, None if np.isnan(p) else p)
