@@ -362,6 +362,9 @@ def test_compare_two_runs_lists_the_flipped_item(client: TestClient, runs) -> No
     # Quillan flips under the LLM judge and under F1 (cut at 0.5); nothing else changed.
     assert len(rows) == 2 and all("What colour are Quillan lanterns?" in r for r in rows)
     assert {re.findall(r"<td>([^<]*)</td>", r)[1] for r in rows} == {"llm_with_reference", "f1"}
+    # Each flip shows the answer in each run: A's wrong (and hostile, escaped) one, B's right one.
+    assert all('class="text small answer-a">They are red. &lt;script&gt;' in r for r in rows)
+    assert all('class="text small answer-b">They are green.</div>' in r for r in rows)
     deltas = html.split('id="deltas"', 1)[1].split("</table>", 1)[0]
     assert "solo" in deltas and "0.333" in deltas  # 2/3 -> 3/3
     assert mcnemar_exact(gained=1, lost=0) == pytest.approx(1.0)

@@ -1,6 +1,6 @@
 """Comparing two runs of one protocol: items matched across the runs, per candidate and judge the metric
 in each run, the paired difference with a bootstrap interval and McNemar's exact test on the discordant
-pairs, and the items whose verdict flipped.
+pairs, and the items whose verdict flipped (with their answer in each run).
 
 Items are matched by `kind|candidate|question_id` when an item carries a candidate and a question id
 (so a changed model behind the same candidate name still matches), else by their store key (content-
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import binomtest
 
+from proctor.viewer import items as items_q
 from proctor.viewer.metaeval import THRESHOLD
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -57,6 +58,8 @@ class Flip:
     title: str
     a: bool
     b: bool
+    answer_a: str = ""  # the item's answer in each run (shortened), so a flip shows what changed
+    answer_b: str = ""
 
 
 @dataclass
@@ -162,4 +165,8 @@ def compare(run_a: str, conn_a: sqlite3.Connection, run_b: str, conn_b: sqlite3.
                             b[k].correct,
                         )
                     )
+    answers_a = items_q.answers(conn_a, sorted({fl.key_a for fl in cmp.flips}))
+    answers_b = items_q.answers(conn_b, sorted({fl.key_b for fl in cmp.flips}))
+    for fl in cmp.flips:
+        fl.answer_a, fl.answer_b = answers_a.get(fl.key_a, ""), answers_b.get(fl.key_b, "")
     return cmp

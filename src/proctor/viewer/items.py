@@ -136,6 +136,18 @@ def _row(r: sqlite3.Row) -> ItemRow:
     )
 
 
+def answers(conn: sqlite3.Connection, keys: list[str]) -> dict[str, str]:
+    """Item key -> its answer text, shortened as in the item list (for the few items a page shows)."""
+    out: dict[str, str] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(f"SELECT key, data FROM items WHERE key IN ({marks})", chunk):
+            data = json.loads(r["data"]) if r["data"] else None
+            out[r["key"]] = _short(_pick(data, ANSWER_FIELDS))
+    return out
+
+
 def _count(conn: sqlite3.Connection, where: str, args: list[Any]) -> tuple[int, bool]:
     n = conn.execute(
         f"SELECT COUNT(*) FROM (SELECT 1 FROM vx.item_meta m{where} LIMIT ?)", [*args, COUNT_CAP + 1]
