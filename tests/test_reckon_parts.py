@@ -25,7 +25,13 @@ from proctor.protocols.reckon.judging import (
 from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate
 from proctor.protocols.reckon.questions import INVITATION, with_invitation
 from proctor.protocols.reckon.run import ReckonItem
-from proctor.protocols.reckon.units import KnowledgeUnit, load_carry_over, merge_duplicates, sentences
+from proctor.protocols.reckon.units import (
+    KnowledgeUnit,
+    load_carry_over,
+    merge_duplicates,
+    sentences,
+    split_sentences,
+)
 from proctor.store import RunStore
 
 
@@ -73,6 +79,12 @@ def test_sentences_split_prose_lists_and_tables() -> None:
     assert "A soft-boiled egg takes seven minutes." in s
     assert any(x.startswith("National bird:") for x in s)
     assert any("Orrinsford" in x for x in s) and not any(x.startswith("Title") for x in s)
+    # One splitter for units, evidence and answers: abbreviations hold a sentence together, units do not.
+    assert split_sentences("Founded by St. Helena. Boils at 91 °C. J. Verrane came.") == [
+        "Founded by St. Helena.",
+        "Boils at 91 °C.",
+        "J. Verrane came.",
+    ]
 
 
 def test_k_from_target_and_cluster_cap() -> None:

@@ -31,7 +31,7 @@ from proctor.errors import StepError
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.units import KnowledgeUnit, normalise
+from proctor.protocols.reckon.units import KnowledgeUnit, normalise, split_sentences
 from proctor.protocols.steps import Failure, Payload
 
 VERDICTS = ("correct", "incorrect", "uncovered")
@@ -89,7 +89,6 @@ def unit_extract_schema(n_sentences: int, max_ids: int) -> dict[str, Any]:
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|#+)\s+")
-_ANSWER_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“*])")
 
 
 def answer_sentences(answer: str) -> list[str]:
@@ -101,7 +100,7 @@ def answer_sentences(answer: str) -> list[str]:
     seen: set[str] = set()
     for line in answer.splitlines():
         line = _LIST_MARKER.sub("", line.replace("**", "").replace("__", "")).strip().strip("|").strip()
-        for part in _ANSWER_SPLIT.split(line):
+        for part in split_sentences(line):
             text = " ".join(part.split())
             key = normalise(text)
             if not key or key in seen:

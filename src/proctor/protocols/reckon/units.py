@@ -134,15 +134,16 @@ def _clean(raw: dict[str, Any], max_chars: int | None = None) -> dict[str, str] 
     return {"type": utype if utype in UNIT_TYPES else "other", "keyword": keyword, "description": description}
 
 
-_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“])")
-_ABBREVIATION = re.compile(r"(?:\b[A-Z][a-z]{0,2}|\b[a-z]|\b(?:[A-Za-z]\.){2,})\.$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“*])")
+_ABBREVIATION = re.compile(r"(?:^|\s)(?:[A-Z][a-z]{0,2}|[a-z]|(?:[A-Za-z]\.){2,})\.$")  # "St." "e.g." "J."
 
 
 def split_sentences(text: str) -> list[str]:
-    """The sentences of a short text (a unit description): split after . ! ? before a capital, a digit
-    or a quote, except after an abbreviation such as "St." or "e.g."."""
+    """The sentences of one line of prose (a unit description, a paragraph, a line of an answer): split
+    after . ! ? before a capital, a digit, a quote or emphasis, except after an abbreviation such as "St."
+    or "e.g.". The one sentence splitter of reckon (units, evidence, answers)."""
     out: list[str] = []
-    for part in _SPLIT.split(" ".join(text.split())):
+    for part in _SENTENCE_END.split(" ".join(text.split())):
         if out and _ABBREVIATION.search(out[-1]):
             out[-1] = f"{out[-1]} {part}"
         elif part:
@@ -350,7 +351,6 @@ def merge_duplicates(units: list[KnowledgeUnit], vectors: np.ndarray, threshold:
 
 
 _STRUCTURAL = re.compile(r"^\s*(#|[-*+] |\||\d+[.)] )")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“*])")
 
 
 def sentences(text: str) -> list[str]:
@@ -368,7 +368,7 @@ def sentences(text: str) -> list[str]:
             para.append(line.strip())
     out = []
     for seg in segments:
-        for s in _SENTENCE_END.split(seg):
+        for s in split_sentences(seg):
             s = " ".join(s.replace("**", "").replace("__", "").split()).strip("|- ").strip()
             if len(s.split()) >= 4:
                 out.append(s)
