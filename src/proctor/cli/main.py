@@ -200,6 +200,96 @@ def view(
     serve(runs_dir, host=host, port=port, token=token, open_browser=not no_open, announce=announce)
 
 
+@app.command()
+def metaeval(
+    run_dir: Path = typer.Argument(..., help="a run folder (runs/<run_id>)"),
+    annotator: str | None = typer.Option(
+        None, "--annotator", help="compare with this annotator's labels (default: each item's latest label)"
+    ),
+    labels: Path | None = typer.Option(
+        None, "--labels", help="JSONL file of labels to import into the run's labels.sqlite first"
+    ),
+    no_report: bool = typer.Option(False, "--no-report", help="do not write report.html again"),
+) -> None:
+    """Meta-evaluate a run's judges against human labels: accuracy, Cohen's kappa, confusion, Spearman;
+    agreement among annotators. Writes RUN_DIR/metaeval.json and the run's metaeval.* metrics."""
+    from proctor.viewer.metaeval_run import METAEVAL_FILE, method_subject, run_metaeval
+
+    result = run_metaeval(run_dir, annotator=annotator, labels_file=labels, report=not no_report)
+    meta = result.meta
+    if result.imported is not None:
+        imp = result.imported
+        out.print(
+            f"Imported {imp.added} label(s) from {imp.path} ({imp.skipped} already there).", markup=False
+        )
+    who = f"annotator {meta.annotator}" if meta.annotator else "each item's latest label"
+    out.print(
+        f"{meta.labels} labelled item(s), {who}; {meta.unsure} unsure (left out).",
+        markup=False,
+        highlight=False,
+    )
+    if meta.unmatched:
+        err.print(
+            f"[bold yellow]Warning:[/] {meta.unmatched} label(s) name items this run does not have "
+            "(labels of another run, or item ids mistyped); they are left out.",
+        )
+    if meta.methods:
+        t = Table(
+            "method",
+            Column("n", justify="right"),
+            Column("accuracy", justify="right"),
+            Column("kappa [95% interval]", justify="right"),
+            Column("Spearman", justify="right"),
+            "confusion (rows: human; columns: method)",
+            title=f"Meta-evaluation of {result.run_id}",
+        )
+        for m in meta.methods:
+            ag = m.agreement
+            interval = f" [{_f(ag.kappa_lo)}, {_f(ag.kappa_hi)}]" if ag.kappa_lo is not None else ""
+            rho = m.correlation.rho if m.correlation is not None else None
+            confusion = "  ".join(
+                f"{cat}: {' '.join(str(v) for v in row)}"
+                for cat, row in zip(ag.categories, ag.confusion, strict=True)
+            )
+            t.add_row(
+                method_subject(m.method, m.scale),
+                str(ag.n),
+                _f(ag.accuracy),
+                _f(ag.kappa) + interval,
+                _f(rho),
+                confusion,
+            )
+        out.print(t)
+    else:
+        out.print("No labelled item has an automatic judgment.", markup=False)
+    if meta.groups:
+        g = Table(
+            "annotators",
+            Column("items (>=2 labels)", justify="right"),
+            Column("Fleiss' kappa", justify="right"),
+            Column("Krippendorff's alpha", justify="right"),
+            title="Agreement among annotators",
+        )
+        for grp in meta.groups:
+            ga = grp.agreement
+            g.add_row(
+                f"{ga.annotators} ({grp.scale})",
+                str(ga.items),
+                _f(ga.fleiss_kappa),
+                _f(ga.krippendorff_alpha),
+            )
+        out.print(g)
+    out.print(
+        f"Written: {Path(run_dir) / METAEVAL_FILE} and the run's metaeval.* metrics.",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
 def _print_summary(summary: dict) -> None:
     """Print the protocol's headline table: `summary["table"]` is a list of rows (column -> text)."""
     rows = summary.get("table") or []

@@ -245,6 +245,15 @@ class RunStore:
             (name, subject, value, lo, hi, n, json.dumps(data, ensure_ascii=False)),
         )
 
+    def drop_metrics(self, prefix: str) -> int:
+        """Delete the metrics whose name starts with `prefix` (a result that is recomputed as a whole, such
+        as a meta-evaluation, replaces its old rows). Returns how many were deleted."""
+        if not prefix:
+            raise ValueError("drop_metrics needs a non-empty prefix")
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        cur = self._conn().execute("DELETE FROM metrics WHERE name LIKE ? ESCAPE '\\'", (pattern,))
+        return int(cur.rowcount)
+
     def metrics(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._conn().execute("SELECT * FROM metrics ORDER BY name, subject")]
 
