@@ -211,6 +211,8 @@ def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) ->
     table = html.split('id="calls"', 1)[1].split("</table>", 1)[0]
     assert table.count("<tr>") == len(calls) + 1  # header + one row per call
     assert "llm_with_reference" in html and "Ostrid Kael" in html
+    summary = html.split('id="summary"', 1)[1].split("</dl>", 1)[0]  # above the label buttons
+    assert "Who founded the city of Velmora?" in summary and "It was founded by Ostrid Kael." in summary
     assert 'data-next="' in html or 'data-prev="' in html  # j / k neighbours under the filter
     assert client.get(f"/runs/{a}/items/no-such-key").status_code == 404
 

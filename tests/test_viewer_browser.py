@@ -231,7 +231,8 @@ def test_hostile_reply_renders_as_text(served: tuple[str, str, str, Path], page:
     row = page.locator("tr.item", has_text=PAYLOAD).first
     row.locator("a.open").click()
     page.wait_for_url(f"**/runs/{a}/items/**")
-    assert PAYLOAD in page.locator("main").inner_text()
+    assert PAYLOAD in page.locator("#summary").inner_text()  # the answer, above the label buttons
+    assert PAYLOAD in page.locator("main pre").first.inner_text()  # the item's data
     harmless("item page")
     page.goto(f"{url}/compare?a={a}&b={b}")
     assert PAYLOAD in page.locator("#flips").inner_text()

@@ -105,10 +105,14 @@ def _where(f: ItemFilter, fts: str | None) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(conds)) if conds else "", args
 
 
-def _short(value: Any) -> str:
+def _text(value: Any) -> str:
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _short(value: Any) -> str:
+    text = _text(value)
     return text if len(text) <= _MAX_SHORT else text[: _MAX_SHORT - 1] + "…"
 
 
@@ -323,6 +327,8 @@ class ItemDetail:
     calls: list[Call]
     rounds: list[Round]
     calls_record_text: bool  # whether this store records prompts and replies
+    title: str = ""  # the question (or what stands for it) and the answer, shown above the label buttons
+    answer: str = ""
 
 
 def _calls(conn: sqlite3.Connection, key: str) -> tuple[list[Call], bool]:
@@ -441,4 +447,6 @@ def detail(conn: sqlite3.Connection, key: str) -> ItemDetail | None:
         calls=calls,
         rounds=conversation(conn, r["key"], r["kind"], data),
         calls_record_text=text,
+        title=_text(_pick(data, TITLE_FIELDS)),
+        answer=_text(_pick(data, ANSWER_FIELDS)),
     )
