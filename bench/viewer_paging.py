@@ -1,7 +1,10 @@
 """`proctor view` item browser on a synthetic run of 100,000 items: time of the first, middle and last
-page, of filtered pages (candidate, verdict, error cause), of a full-text search (the first one builds the
-side index), of an item page, each through the app (Starlette's TestClient, in process), and the
-process's peak memory. Prints the figures; asserts nothing. Run from the repository root:
+page, of filtered pages (candidate, verdict, error cause; first and deep pages), of full-text search pages
+(the first search builds the full-text index), of an item page, each through the app (Starlette's
+TestClient, in process), then a walk over 200 consecutive pages; and the process's memory (resident and
+peak) before the first request, after the first visit built the side index, and after every request.
+The store is built in a child process, so this process's peak is the viewer's alone. Prints the figures;
+asserts nothing. Run from the repository root:
 
     .venv/bin/python bench/viewer_paging.py [--items 100000] [--keep DIR]
 """
@@ -10,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
-import resource
 import statistics
 import tempfile
 import time
@@ -82,6 +85,17 @@ def build(folder: Path, n: int) -> None:
     store.close()
 
 
+def memory() -> str:
+    """Resident and peak resident memory of this process (Linux /proc)."""
+    status = Path("/proc/self/status").read_text()
+    kb = {
+        k: int(v.split()[0])
+        for k, v in (ln.split(":", 1) for ln in status.splitlines())
+        if k in ("VmRSS", "VmHWM")
+    }
+    return f"RSS {kb['VmRSS'] / 1024:.0f} MB, peak {kb['VmHWM'] / 1024:.0f} MB"
+
+
 def timed(client: TestClient, url: str, repeat: int = 5) -> tuple[float, float]:
     """(first request ms, median of the next `repeat` ms)."""
     t0 = time.perf_counter()
@@ -105,26 +119,35 @@ def main() -> None:
     folder = root / "bench-run"
     t0 = time.perf_counter()
     if not (folder / "run.sqlite").exists():
-        build(folder, args.items)
+        child = multiprocessing.get_context("spawn").Process(target=build, args=(folder, args.items))
+        child.start()
+        child.join()
     print(
         f"store: {args.items:,} items, {(folder / 'run.sqlite').stat().st_size / 1e6:.0f} MB, "
         f"built in {time.perf_counter() - t0:.1f} s"
     )
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     client = TestClient(create_app(root), base_url="http://127.0.0.1")
     base = "/runs/bench-run/items?kind=answer"
     last = -(-args.items // 50)
     mid_key = f"a_{args.items // 2:020d}"
+    print(f"memory before the first request: {memory()}")
+    t0 = time.perf_counter()
+    client.get(base)
+    print(f"first visit (builds the side index viewer.sqlite): {(time.perf_counter() - t0) * 1000:.0f} ms")
+    print(f"memory after it: {memory()}")
     cases = [
         ("first page", base),
         ("middle page", f"{base}&page={last // 2}"),
         ("last page", f"{base}&page={last}"),
         ("candidate=gamma, first page", f"{base}&candidate=gamma"),
         ("candidate=gamma, last page", f"{base}&candidate=gamma&page={args.items // 4 // 50}"),
-        ("verdict=incorrect", f"{base}&verdict=incorrect"),
+        ("verdict=incorrect, first page", f"{base}&verdict=incorrect"),
+        ("verdict=incorrect, page 150", f"{base}&verdict=incorrect&page=150"),
         ("cause=http_500", f"{base}&cause=http_500"),
-        ("search 'lantern harbour' (1st builds index)", f"{base}&q=lantern+harbour"),
+        ("search 'lantern harbour' (1st builds FTS index)", f"{base}&q=lantern+harbour"),
+        ("search 'lantern harbour', page 150", f"{base}&q=lantern+harbour&page=150"),
         ("search 'Question 77777'", f"{base}&q=Question+77777"),
+        ("search 'beacon' + candidate=beta", f"{base}&q=beacon&candidate=beta"),
         ("item page (2 calls, 1 judgment)", f"/runs/bench-run/items/{mid_key}?kind=answer"),
         ("run page", "/runs/bench-run"),
     ]
@@ -132,8 +155,15 @@ def main() -> None:
     for name, url in cases:
         first, med = timed(client, url)
         print(f"{name:48} {first:9.1f} {med:10.1f}")
-    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"peak RSS: {rss_before / 1024:.0f} MB before the requests, {rss_after / 1024:.0f} MB after")
+    walk = []
+    for p in range(1, 201):
+        t0 = time.perf_counter()
+        client.get(f"{base}&page={p}")
+        walk.append((time.perf_counter() - t0) * 1000)
+    print(
+        f"walk over pages 1-200: median {statistics.median(walk):.1f} ms, max {max(walk):.1f} ms"
+        f"; memory after: {memory()}"
+    )
     print(f"run folder: {folder}")
 
 
