@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -237,6 +238,48 @@ def test_meta_evaluation_statistics() -> None:
     assert b["n"] == 15 and b["accuracy"] == 1.0 and b["kappa"] == 1.0  # cut at 0.5, BLEU matches humans
     assert b["candidate"]["pearson"] is not None and b["n_candidates"] == 3
     assert b["item"]["spearman"] > 0.7
+    # The numbers reckon reported before its statistics moved to proctor.metaeval.agreement (issue 14).
+    pinned = {
+        "reckon": (14, 0.8571, 0.7143, (0.7454, 0.7454, 0.7454), (0.9177, 1.0, 1.0)),
+        "bleu": (15, 1.0, 1.0, (0.9561, 0.8747, 0.7638), (0.9999, 1.0, 1.0)),
+    }
+    for row in res["methods"]:
+        n, acc, kappa, item, cand = pinned[row["method"]]
+        assert (row["n"], row["accuracy"], row["kappa"]) == (n, acc, kappa)
+        assert tuple(row["item"][k] for k in ("pearson", "spearman", "kendall")) == item
+        assert tuple(row["candidate"][k] for k in ("pearson", "spearman", "kendall")) == cand
+    assert [(c["candidate"], c["method"], c["human"]) for c in r["per_candidate_scores"]] == [
+        ("a", 0.75, 0.5),
+        ("b", 0.4, 0.2),
+        ("c", 0.8, 0.8),
+    ]
+    # The shared core adds the confusion matrix (rows human, columns method; correct, incorrect) and
+    # kappa's bootstrap interval.
+    assert r["confusion"] == [[7, 0], [2, 5]] and b["confusion"] == [[8, 0], [0, 7]]
+    assert r["kappa_lo"] <= r["kappa"] <= r["kappa_hi"] and b["kappa_lo"] == b["kappa_hi"] == 1.0
+
+
+def test_meta_evaluation_undefined_kappa() -> None:
+    """Kappa is undefined (None) when neither humans nor the method vary, agreeing or not; 0 when only the
+    method varies; correlations need three pairs and variation on both sides."""
+
+    def row(human: list[int], scores: list[float]) -> dict[str, Any]:
+        its = [
+            ReckonItem.model_construct(item_id=item_id("x", f"u{i}"), candidate="x", scores={"m": s})
+            for i, s in enumerate(scores)
+        ]
+        labels = {item_id("x", f"u{i}"): h for i, h in enumerate(human)}
+        out: dict[str, Any] = meta_evaluate(its, labels, {"m": 0.5})["methods"][0]
+        return out
+
+    assert row([1, 1, 1], [1.0, 1.0, 1.0])["kappa"] is None
+    assert row([1, 1, 1], [0.0, 0.0, 0.0])["kappa"] is None
+    assert row([1], [0.0])["kappa"] is None
+    mixed = row([1, 1, 1, 1], [1.0, 0.0, 1.0, 0.3])
+    assert (mixed["accuracy"], mixed["kappa"], mixed["item"]["pearson"]) == (0.5, 0.0, None)
+    opposite = row([1, 0, 1, 0], [0.0, 1.0, 0.0, 0.9])
+    assert (opposite["accuracy"], opposite["kappa"]) == (0.0, -1.0)
+    assert tuple(opposite["item"].values()) == (-0.9972, -0.9428, -0.8944)
 
 
 def test_cost_summary_groups_roles(tmp_path: Path) -> None:

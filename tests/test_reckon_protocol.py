@@ -667,6 +667,9 @@ def test_carry_over_and_human_label_meta_evaluation(three_candidates, tmp_path: 
     method = [1 if kw in RIGHT_HALF else 0 for kw in FACTS] + [1]
     assert reckon["kappa"] == pytest.approx(cohen_kappa_score(human, method), abs=1e-4)
     assert reckon["candidate"]["pearson"] is None  # needs three labelled candidates
+    assert reckon["confusion"] == [[3, 0], [1, 3]]  # rows humans, columns RECKON; correct, incorrect
+    html = (result.run_dir / "report.html").read_text(encoding="utf-8")
+    assert '0.720<br><span class="ci">[0.000, 1.000]</span>' in html  # kappa as before, with its interval
     assert {m["method"] for m in meta["methods"]} == {
         "reckon", "judge_with_reference", "judge_without_reference", "bleu", "rouge_l", "embedding",
     }  # fmt: skip

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from proctor.metaeval.agreement import agreement, cohen_kappa
 from proctor.models.retry import RetryableError
 from proctor.models.scripted import register_script
 from proctor.runner import run_config
 from proctor.store import RunStore
 from proctor.viewer import create_app
 from proctor.viewer import items as items_q
-from proctor.viewer.agreement import agreement, cohen_kappa
 from proctor.viewer.compare import mcnemar_exact, paired_interval
 from proctor.viewer.rundir import connect_run
 from proctor.viewer.search import attach, ensure_index
@@ -334,6 +334,8 @@ def test_kappa_equals_hand_computed_value() -> None:
         cohen_kappa_score(human, judge)
     )
     assert cohen_kappa(["correct"] * 3, ["correct"] * 3, ["correct", "incorrect"]) is None  # undefined
+    # ... whenever neither rater varies, agreeing or not (as reckon's report has always shown it)
+    assert cohen_kappa(["correct"] * 3, ["incorrect"] * 3, ["correct", "incorrect"]) is None
 
 
 def test_metaeval_page_matches_hand_computed_agreement(tmp_path: Path, runs) -> None:

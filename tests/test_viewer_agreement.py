@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from proctor.store import RunStore
-from proctor.viewer import create_app
-from proctor.viewer.agreement import (
+from proctor.metaeval.agreement import (
+    correlations,
     fleiss_kappa,
     group_agreement,
     krippendorff_alpha,
     rating_counts,
     spearman,
 )
+from proctor.store import RunStore
+from proctor.viewer import create_app
 from proctor.viewer.labels import LabelIn, LabelStore
 from proctor.viewer.metaeval import meta_evaluate
 from proctor.viewer.rundir import connect_run
@@ -165,3 +166,16 @@ def test_group_agreement_ignores_unsure_and_single_labels() -> None:
         ["correct", "incorrect"],
     )
     assert (g.annotators, g.items, g.labels) == (2, 1, 2)
+
+
+def test_correlations_match_scipy_and_share_spearmans_guard() -> None:
+    from scipy.stats import kendalltau, pearsonr, spearmanr
+
+    x, y = [0.9, 0.2, 0.6, 0.4, 0.8], [1.0, 0.0, 1.0, 0.0, 0.0]
+    c = correlations(x, y)
+    assert c.n == 5 and c.spearman == spearman(x, y).rho == pytest.approx(spearmanr(x, y).statistic)
+    assert c.pearson == pytest.approx(pearsonr(x, y).statistic)
+    assert c.kendall == pytest.approx(kendalltau(x, y).statistic)
+    for a, b in (([0.1, 0.2], [1.0, 0.0]), ([0.5, 0.5, 0.5], [1.0, 0.0, 1.0]), ([0.1, 0.2, 0.3], [1.0] * 3)):
+        c = correlations(a, b)
+        assert (c.pearson, c.spearman, c.kendall, spearman(a, b).rho) == (None, None, None, None)

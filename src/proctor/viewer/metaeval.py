@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from proctor.viewer.agreement import (
+from proctor.metaeval.agreement import (
     Agreement,
     Correlation,
     GroupAgreement,

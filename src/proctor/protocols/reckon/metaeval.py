@@ -19,27 +19,27 @@ was traced to are counted as unused, not as errors: they are how one label file 
 same corpus. A label by item id wins over a sentence label on the same item.
 
 Per method (RECKON, the two LLM judges, BLEU, ROUGE-L, embedding similarity) on the labelled items the
-method scored: accuracy against the human labels and Cohen's kappa (continuous scores are cut at
-`reckon.thresholds`), item-level Pearson / Spearman / Kendall between the method's score and the label,
-and Pearson / Spearman / Kendall between per-candidate scores (mean method score vs. share of items the
-humans labelled correct; needs at least three candidates). RECKON's uncovered units have no verdict and
-are left out of its n.
+method scored: accuracy against the human labels, Cohen's kappa with its bootstrap 95% interval and the
+confusion matrix (continuous scores are cut at `reckon.thresholds`), item-level Pearson / Spearman /
+Kendall between the method's score and the label, and Pearson / Spearman / Kendall between per-candidate
+scores (mean method score vs. share of items the humans labelled correct; needs at least three
+candidates). RECKON's uncovered units have no verdict and are left out of its n. The statistics are
+`proctor.metaeval.agreement`'s, the implementation `proctor view` and `proctor metaeval` use; this module
+adds reckon's label file, sentence labels and item ids.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import stats
-from sklearn.metrics import cohen_kappa_score
 
 from proctor.errors import UserError
+from proctor.metaeval.agreement import agreement, correlations
 from proctor.protocols.reckon.units import KnowledgeUnit, normalise
 from proctor.records import read_records
 
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from proctor.protocols.reckon.run import ReckonItem
 
 LABELS = {"correct": 1, "incorrect": 0}
+CATEGORIES = list(LABELS)  # row / column order of a method's confusion matrix
+_CATEGORY = {v: k for k, v in LABELS.items()}
 
 
 def item_id(candidate: str, unit_id: str) -> str:
@@ -160,15 +162,8 @@ def _num(x: Any) -> float | None:
 
 
 def _corr(x: list[float], y: list[float]) -> dict[str, float | None]:
-    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return {"pearson": None, "spearman": None, "kendall": None}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {
-            "pearson": _num(stats.pearsonr(x, y)[0]),
-            "spearman": _num(stats.spearmanr(x, y)[0]),
-            "kendall": _num(stats.kendalltau(x, y)[0]),
-        }
+    c = correlations(x, y)
+    return {"pearson": _num(c.pearson), "spearman": _num(c.spearman), "kendall": _num(c.kendall)}
 
 
 def meta_evaluate(
@@ -176,7 +171,9 @@ def meta_evaluate(
 ) -> dict[str, Any]:
     """`items` are the run's (candidate, unit) items; of each, its `item_id`, `candidate` and `scores`
     ({method: score or None}) are read. `methods` maps each method to its threshold (None for methods that
-    already give 0/1)."""
+    already give 0/1). Per method: n, accuracy, kappa with `kappa_lo` / `kappa_hi` (bootstrap 95%), the
+    `confusion` matrix (rows the human label, columns the method's, both in CATEGORIES order), and the
+    item-level and per-candidate correlations."""
     by_id = {it.item_id: it for it in items}
     matched = [i for i in labels if i in by_id]
     candidates = list(dict.fromkeys(it.candidate for it in items))
@@ -203,13 +200,11 @@ def meta_evaluate(
         cont = [s for _, s, _ in pairs]
         binary = [int(s >= threshold) if threshold is not None else int(s >= 0.5) for s in cont]
         row: dict[str, Any] = {"method": method, "threshold": threshold, "n": len(pairs)}
-        row["accuracy"] = _mean([int(a == b) for a, b in zip(human, binary, strict=True)])
-        kappa = None
-        if pairs and (len(set(human)) > 1 or len(set(binary)) > 1):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                kappa = _num(cohen_kappa_score(human, binary, labels=[0, 1]))
-        row["kappa"] = kappa
+        ag = agreement([_CATEGORY[h] for h in human], [_CATEGORY[b] for b in binary], CATEGORIES)
+        row["accuracy"] = _num(ag.accuracy)
+        row["kappa"] = _num(ag.kappa)
+        row["kappa_lo"], row["kappa_hi"] = _num(ag.kappa_lo), _num(ag.kappa_hi)
+        row["confusion"] = ag.confusion
         row["item"] = _corr(cont, [float(h) for h in human])
         per_c: dict[str, list[tuple[int, float]]] = {}
         for h, s, c in pairs:

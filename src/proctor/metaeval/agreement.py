@@ -1,8 +1,12 @@
-"""Agreement statistics between two raters over the same items: accuracy, Cohen's kappa with a bootstrap
-interval, and the confusion matrix. Pure numpy; labels are strings from a fixed category list."""
+"""Agreement statistics, the one implementation behind every meta-evaluation (`proctor view`,
+`proctor metaeval RUN_DIR`, reckon's report): between two raters over the same items, accuracy, Cohen's
+kappa with a bootstrap interval and the confusion matrix; among many raters, Fleiss' kappa and
+Krippendorff's alpha; between a method's scores and the labels as numbers, Pearson, Spearman and Kendall.
+Labels are strings from a fixed category list."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,14 +33,13 @@ def _confusion(ref: np.ndarray, rater: np.ndarray, k: int) -> np.ndarray:
 
 
 def kappa_from_confusion(cm: np.ndarray) -> float | None:
-    """Cohen's kappa, (p_o - p_e) / (1 - p_e); None when p_e = 1 (both raters used one category only)."""
+    """Cohen's kappa, (p_o - p_e) / (1 - p_e); None without items or when neither rater varies (each used
+    one category only: one non-zero cell, which includes p_e = 1)."""
     n = cm.sum()
-    if n == 0:
+    if np.count_nonzero(cm) <= 1:
         return None
     po = np.trace(cm) / n
     pe = float((cm.sum(axis=1) * cm.sum(axis=0)).sum()) / float(n * n)
-    if np.isclose(pe, 1.0):
-        return None
     return float((po - pe) / (1.0 - pe))
 
 
@@ -56,7 +59,7 @@ def agreement(
     seed: int = BOOTSTRAP_SEED,
 ) -> Agreement:
     """Accuracy, kappa and its percentile bootstrap 95% interval (items resampled with replacement;
-    resamples where kappa is undefined are left out), and the confusion matrix."""
+    resamples where kappa is undefined are left out), and the confusion matrix (rows: `reference`)."""
     if len(reference) != len(rater):
         raise ValueError("reference and rater must label the same items")
     cats = list(categories)
@@ -76,7 +79,7 @@ def agreement(
         total = float(n)
         po = np.trace(counts, axis1=1, axis2=2) / total
         pe = (counts.sum(axis=2) * counts.sum(axis=1)).sum(axis=1) / (total * total)
-        valid = ~np.isclose(pe, 1.0)
+        valid = np.count_nonzero(counts.reshape(resamples, k * k), axis=1) > 1
         if valid.any():
             ks = (po[valid] - pe[valid]) / (1.0 - pe[valid])
             lo, hi = float(np.percentile(ks, 2.5)), float(np.percentile(ks, 97.5))
@@ -185,14 +188,55 @@ class Correlation:
     p: float | None
 
 
+@dataclass
+class Correlations:
+    """Pearson's r, Spearman's rho and Kendall's tau-b between two paired series."""
+
+    n: int
+    pearson: float | None
+    spearman: float | None
+    kendall: float | None
+
+
+def _pairs(scores: Sequence[float], labels: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two series as arrays, or None when a correlation is undefined: below three pairs or either side
+    constant."""
+    x, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
+    if len(x) != len(y):
+        raise ValueError("scores and labels must pair up")
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return x, y
+
+
+def _finite(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
 def spearman(scores: Sequence[float], labels: Sequence[float]) -> Correlation:
     """rho and its p-value (scipy); undefined (None) below three pairs or when either side is constant."""
     from scipy.stats import spearmanr
 
-    x, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
-    n = len(x)
-    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return Correlation(n, None, None)
-    res = spearmanr(x, y)
-    rho, p = float(res.statistic), float(res.pvalue)
-    return Correlation(n, None if np.isnan(rho) else rho, None if np.isnan(p) else p)
+    xy = _pairs(scores, labels)
+    if xy is None:
+        return Correlation(len(scores), None, None)
+    res = spearmanr(*xy)
+    return Correlation(len(scores), _finite(float(res.statistic)), _finite(float(res.pvalue)))
+
+
+def correlations(scores: Sequence[float], labels: Sequence[float]) -> Correlations:
+    """Pearson, Spearman and Kendall (tau-b) coefficients (scipy); each undefined (None) below three pairs
+    or when either side is constant."""
+    from scipy.stats import kendalltau, pearsonr
+
+    xy = _pairs(scores, labels)
+    if xy is None:
+        return Correlations(len(scores), None, None, None)
+    with warnings.catch_warnings():  # near-constant input: the coefficient is still returned
+        warnings.simplefilter("ignore")
+        return Correlations(
+            len(scores),
+            pearson=_finite(float(pearsonr(*xy).statistic)),
+            spearman=spearman(scores, labels).rho,
+            kendall=_finite(float(kendalltau(*xy).statistic)),
+        )
