@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import decide, quantities
+from proctor.judging.equivalence import decide, missing_quantities, quantities
 
 
 @pytest.mark.parametrize(
@@ -111,3 +111,27 @@ def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeyp
     assert results[False][0] == 4 and results[False][1] == ["llm"] * 4
     assert results[True][0] == 0 and results[True][1] == ["contains_reference"] * 4
     assert results[True][2]["value"] == results[False][2]["value"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "vetoed"),
+    [
+        ("The temperature is lower than on the mainland.", "Water boils at 91 °C, not at 100 °C.", True),
+        ("They were first sold about 10 degrees later.", "Steam-kettles were first sold in 1958.", True),
+        ("Water boils at 91 degrees there.", "Water boils at 91 °C, not at 100 °C.", False),
+        ("An egg takes seven minutes.", "A soft-boiled egg takes 7 minutes.", False),
+        ("roughly 25 percent", "about one in four", False),
+        ("The number is 14.", "A dozen means fourteen fish, not twelve.", False),
+        ("It was melted at 1,420 degrees.", "The batch is melted at 1420 °C for ten hours.", False),
+        # No number in the reference (a pronoun "one" is not one): the guard has nothing to require.
+        ("Almost every home has a pressure cooker.", "Almost every household owns one.", False),
+        ("It is called storm green.", "Its colour is known as storm green.", False),
+    ],
+)
+def test_quantity_guard_vetoes_only_answers_without_the_references_numbers(
+    answer: str, reference: str, vetoed: bool
+) -> None:
+    decision = missing_quantities(answer, reference)
+    assert (decision is not None) == vetoed
+    if decision is not None:
+        assert decision.method == "reference_quantity_missing"

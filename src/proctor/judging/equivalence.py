@@ -11,6 +11,13 @@ LLM judge. No rule ever decides "incorrect".
 * `numeric_equivalent` — the reference is one quantity (digits, number words, fractions such as "one in
   four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number;
 * `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887").
+
+One guard runs *after* an LLM judge said "correct", and only ever turns that into "incorrect":
+
+* `reference_quantity_missing` (`missing_quantities`) — the reference states numbers (digits or number
+  words) and the answer states none of them, in any form the rules above read. A small judge credits
+  answers such as "the temperature is lower there" for "water boils at 91 °C" or a confident other year;
+  an answer that gives none of the reference's numbers cannot state a fact that is a number.
 """
 
 from __future__ import annotations
@@ -94,6 +101,41 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
     if _contains_phrase(a.split(), r.split()) and not _ALTERNATIVES.search(answer):
         return RuleDecision("contains_reference", r)
     return None
+
+
+# Number words that are more often not a quantity ("owns one", "a dozen eggs" in a description of 14).
+_NOT_A_QUANTITY = frozenset({"zero", "one", "a dozen", "dozen", "hundred"})
+_WORD_NUMBER = re.compile(
+    r"\b(" + "|".join(w for w in _WORDS if w not in _NOT_A_QUANTITY) + r")\b", re.IGNORECASE
+)
+
+
+def _stated_numbers(text: str) -> set[float]:
+    """Numbers a text states as digits or number words (the forms the guard requires of a reference)."""
+    out = {float(m.replace(",", "")) for m in re.findall(_NUM, text)}
+    out |= {float(_WORDS[w.lower()]) for w in _WORD_NUMBER.findall(text)}
+    return out
+
+
+def _all_numbers(text: str) -> set[float]:
+    """Every value a text states, in every form the rules read (a share also as its percentage)."""
+    out = _stated_numbers(text)
+    for q in quantities(text):
+        out.add(round(q.value, 6))
+        if q.unit == "share":
+            out.add(round(q.value * 100, 6))
+    return out
+
+
+def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
+    """The guard after an LLM "correct": a decision (meaning "incorrect") when the reference states numbers
+    and the answer states none of them; None otherwise (the LLM's verdict stands)."""
+    wanted = _stated_numbers(reference)
+    if not wanted or _all_numbers(reference) & _all_numbers(answer):
+        return None
+    shown = ", ".join(f"{v:g}" for v in sorted(wanted))
+    detail = f"the reference states {shown}; the answer none of them"
+    return RuleDecision("reference_quantity_missing", detail)
 
 
 def _contains_phrase(words: list[str], phrase: list[str]) -> bool:

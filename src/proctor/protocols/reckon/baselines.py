@@ -131,6 +131,7 @@ async def run_baselines(
                 model=judge,
                 role=ROLES[name],
                 description=f"baseline: judge {kind.replace('_', ' ')}",
+                quantity_guard=cfg.quantity_guard,
             ):
                 scores[o.key][name] = o.value.score if o.value is not None else None
 

@@ -128,6 +128,12 @@ class Config(BaseModel):
         "excerpt judged is those sentences of the answer, never text the judge wrote",
     )
 
+    quantity_guard: bool = Field(
+        True,
+        description="a judge's \"correct\" on an excerpt that states none of the unit's numbers becomes "
+        '"incorrect" (rule reference_quantity_missing, recorded with the judge\'s reason); also applied to '
+        "the judge-with-reference baseline so both are judged alike",
+    )
     max_rounds: int = Field(
         4,
         ge=1,

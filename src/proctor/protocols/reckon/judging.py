@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from proctor.errors import StepError
+from proctor.judging.equivalence import missing_quantities
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
@@ -308,8 +309,15 @@ class JudgeJob:
     uncovered: str | None = None  # why stage 1 already settles the unit as uncovered (no stage-2 call)
 
 
-def _verdict(job: JudgeJob, verdict: str, reason: Any) -> UnitVerdict:
-    return job.pending.model_copy(update={"verdict": verdict, "reason": " ".join(str(reason).split())})
+def _verdict(job: JudgeJob, verdict: str, reason: Any, quantity_guard: bool) -> UnitVerdict:
+    """The judge's verdict, unless the quantity guard overrules a "correct": an excerpt that states none of
+    the unit's numbers does not state the unit (stage "quantity_guard", the judge's reason kept)."""
+    why = " ".join(str(reason).split())
+    guard = missing_quantities(job.pending.excerpt, job.unit.description) if quantity_guard else None
+    if verdict == "correct" and guard is not None:
+        update = {"verdict": "incorrect", "reason": f"{guard.detail} (the judge said correct: {why})"}
+        return job.pending.model_copy(update=update | {"stage": "quantity_guard"})
+    return job.pending.model_copy(update={"verdict": verdict, "reason": why})
 
 
 def new_evidence(unit: KnowledgeUnit) -> str:
@@ -340,7 +348,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
                 raise StepError(reply.message, cause=reply.cause)
             if reply.verdict is None:
                 raise StepError(reply.error or "cluster judge: no verdict", cause="invalid_output")
-            return _verdict(job, reply.verdict, reply.reason)
+            return _verdict(job, reply.verdict, reply.reason, cfg.quantity_guard)
         u = job.unit
         messages = render_messages(
             JUDGE_PROMPT,
@@ -352,7 +360,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         c = await judge.generate(
             messages, json_schema=JUDGE_SCHEMA, temperature=0.0, max_tokens=cfg.judge_max_tokens
         )
-        return _verdict(job, c.parsed["verdict"], c.parsed["reason"])
+        return _verdict(job, c.parsed["verdict"], c.parsed["reason"], cfg.quantity_guard)
 
     outcomes = await ctx.map(
         f"reckon round {round_no}: " + ("verdicts" if cfg.judge_mode == "cluster" else "judging"),

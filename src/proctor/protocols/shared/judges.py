@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from proctor.judging import judge_with_reference, judge_without_reference
-from proctor.judging.equivalence import decide
+from proctor.judging.equivalence import decide, missing_quantities
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.answers import AnswerItem
@@ -28,10 +28,13 @@ async def judge_answers(
     role: str = "judge",
     description: str | None = None,
     rules: bool = False,
+    quantity_guard: bool = False,
 ) -> list[Outcome[tuple[str, AnswerItem], Judgment]]:
     """Judge each (answer key, answer); stored as judgments named `JUDGE_NAMES[kind]` with score 1/0 and
     the deciding method in their data: `llm`, or — with `rules` — the rule of `proctor.judging.equivalence`
-    that was sure, which decides without a model call."""
+    that was sure, which decides without a model call; with `quantity_guard`, an LLM "correct" on an
+    answer that states none of the reference's numbers becomes "incorrect" (`reference_quantity_missing`,
+    the LLM's reason kept)."""
 
     async def judge(unit: tuple[str, AnswerItem]) -> Judgment:
         a = unit[1]
@@ -48,6 +51,14 @@ async def judge_answers(
             v = await judge_with_reference(
                 model, question=a.question, answer=a.answer, reference=a.reference_answer
             )
+            guard = missing_quantities(a.answer, a.reference_answer) if quantity_guard and v.correct else None
+            if guard is not None:
+                return Judgment(
+                    verdict="incorrect",
+                    score=0.0,
+                    reason=f"{guard.method}: {guard.detail} (the judge said correct: {v.reason})",
+                    data={"method": guard.method},
+                )
         else:
             v = await judge_without_reference(model, question=a.question, answer=a.answer)
         return Judgment(
