@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
+from jinja2 import BaseLoader, ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 
 TEMPLATES = Path(__file__).parent / "templates"
 # A protocol's section template lives in its package: `<protocol>/report.html.j2` under this folder.
@@ -80,11 +81,11 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-@lru_cache(maxsize=1)
-def environment() -> Environment:
-    """The shared environment; autoescape is unconditional, whatever the template's file name."""
+def new_environment(loader: BaseLoader, **filters: Callable[..., Any]) -> Environment:
+    """A Jinja2 environment as proctor's HTML needs it: autoescape unconditional (model text is untrusted,
+    whatever the template's file name), strict undefined, the number and time filters, plus `filters`."""
     env = Environment(
-        loader=ChoiceLoader([FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS))]),
+        loader=loader,
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -99,8 +100,15 @@ def environment() -> Environment:
         time=fmt_time,
         duration=fmt_duration,
         pretty_json=pretty_json,
+        **filters,
     )
     return env
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The reports' shared environment (core templates and each protocol's)."""
+    return new_environment(ChoiceLoader([FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS))]))
 
 
 def render_template(name: str, **context: Any) -> str:

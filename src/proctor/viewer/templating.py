@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader
 
-from proctor.report._env import fmt_duration, fmt_interval, fmt_num, fmt_pct, fmt_time, fmt_usd, pretty_json
+from proctor.report._env import new_environment
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -21,24 +21,7 @@ def _qs(params: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(str(TEMPLATES)),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(
-        num=fmt_num,
-        pct=fmt_pct,
-        interval=fmt_interval,
-        usd=fmt_usd,
-        time=fmt_time,
-        duration=fmt_duration,
-        pretty_json=pretty_json,
-        qs=_qs,
-    )
-    return env
+    return new_environment(FileSystemLoader(str(TEMPLATES)), qs=_qs)
 
 
 def render(template: str, /, **context: Any) -> str:
