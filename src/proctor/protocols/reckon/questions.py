@@ -7,6 +7,11 @@ The question must name each unit's subject: a unit is named when a content word 
 word's stem, its first five letters) occurs in the question. A question that leaves subjects out is
 re-asked once, naming them; the units it still leaves out are listed in `missing`, and the rounds split
 them off into a cluster of their own (`rounds.plan_questions`).
+
+The question must not give a unit's answer away: a number the unit states (digits or a number word) that
+its keyword does not, found in the question ("Why is a dozen fourteen fish?"), is a leak — a closed-book
+candidate would score by repeating it. The same re-ask names the leaked values; values still in the
+question after it are blanked out ("…") in the question asked (`leaked`, `redacted`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from proctor.judging.equivalence import number_mentions, stated_numbers
 from proctor.models.types import Message
 from proctor.prompts import prompt_version, render_messages, render_text
 from proctor.protocols.context import RunContext, work_key
@@ -81,6 +87,32 @@ def missing_subjects(units: list[KnowledgeUnit], question: str) -> list[Knowledg
     return [u for u in units if not names_subject(u.keyword, text)]
 
 
+def leaked_values(units: list[KnowledgeUnit], question: str) -> dict[str, set[float]]:
+    """unit id -> the numbers of the unit (not of its keyword) that the question states."""
+    asked = stated_numbers(question.replace(INVITATION, " "))
+    out = {}
+    for u in units:
+        leak = (stated_numbers(u.description) - stated_numbers(u.keyword)) & asked
+        if leak:
+            out[u.unit_id] = leak
+    return out
+
+
+def leaked_text(question: str, values: set[float]) -> list[str]:
+    """How the question writes the leaked values ("fourteen", "6"), in order, once each."""
+    return list(dict.fromkeys(question[a:b] for a, b, v in number_mentions(question) if v in values))
+
+
+def redact(question: str, values: set[float]) -> str:
+    """The question with every mention of `values` blanked out as "…"."""
+    out, end = [], 0
+    for a, b, v in number_mentions(question):
+        if v in values and a >= end:
+            out += [question[end:a], "…"]
+            end = b
+    return "".join(out) + question[end:]
+
+
 def question_key(ctx: RunContext[Config], round_no: int, unit_ids: list[str]) -> str:
     examiner = ctx.role("examiner")
     return work_key(
@@ -107,6 +139,9 @@ class ClusterQuestion(Payload):
     unit_ids: list[str]
     # Units of the cluster whose subject the question does not name (after the re-ask).
     missing: list[str] = Field(default_factory=list)
+    # Units whose numbers the question gave away (after the re-ask; blanked out in `question`).
+    leaked: list[str] = Field(default_factory=list)
+    redacted: list[str] = Field(default_factory=list)  # the values blanked out, as the question wrote them
     reasked: bool = False
     prompt_version: str
     generator: str
@@ -128,7 +163,9 @@ async def generate_questions(
             invitation=INVITATION,
         )
 
-        async def ask(msgs: list[Message]) -> tuple[dict[str, Any], str, list[KnowledgeUnit]]:
+        async def ask(
+            msgs: list[Message],
+        ) -> tuple[dict[str, Any], str, list[KnowledgeUnit], dict[str, set[float]]]:
             c = await examiner.generate(
                 msgs,
                 json_schema=QUESTION_SCHEMA,
@@ -137,25 +174,35 @@ async def generate_questions(
                 max_tokens=ctx.settings.question_max_tokens,
             )
             question = with_invitation(str(c.parsed["question"]))
-            return c.parsed, c.text, missing_subjects(units, question)
+            return c.parsed, c.text, missing_subjects(units, question), leaked_values(units, question)
 
-        parsed, text, missing = await ask(messages)
-        reasked = bool(missing)
-        if missing:  # re-ask once, naming the subjects left out; keep the reply that leaves out fewer
-            feedback = render_text(f"{REASK_PROMPT}.user.j2", missing=[u.keyword for u in missing])
+        parsed, text, missing, leaks = await ask(messages)
+        reasked = bool(missing or leaks)
+        if reasked:  # re-ask once, naming what is wrong; keep the reply with fewer problems
+            values = set().union(*leaks.values()) if leaks else set()
+            feedback = render_text(
+                f"{REASK_PROMPT}.user.j2",
+                missing=[u.keyword for u in missing],
+                leaked=leaked_text(with_invitation(str(parsed["question"])), values),
+            )
             retry = await ask(
                 [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
             )
-            if len(retry[2]) < len(missing):
-                parsed, _, missing = retry
+            if len(retry[2]) + len(retry[3]) < len(missing) + len(leaks):
+                parsed, _, missing, leaks = retry
+        question = with_invitation(str(parsed["question"]))
+        values = set().union(*leaks.values()) if leaks else set()
+        redacted = leaked_text(question, values)
         return ClusterQuestion(
             question_id=key,
             round=round_no,
             center=" ".join(str(parsed["center"]).split())[:120] or "(unnamed)",
             question_type=parsed["question_type"],
-            question=with_invitation(str(parsed["question"])),
+            question=redact(question, values) if values else question,
             unit_ids=[u.unit_id for u in units],
             missing=[u.unit_id for u in missing],
+            leaked=list(leaks),
+            redacted=redacted,
             reasked=reasked,
             prompt_version=version,
             generator=examiner.spec,

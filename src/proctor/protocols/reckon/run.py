@@ -119,6 +119,18 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
     return _finish(ctx, units, vecs, unit_stats, rounds, baseline, warnings)
 
 
+def question_checks(rounds: RoundsResult) -> dict[str, int]:
+    """How many questions were written, re-asked (a subject left out or an answer given away), still
+    leaving a subject out, and asked with given-away values blanked out."""
+    qs = list(rounds.questions.values())
+    return {
+        "written": len(qs),
+        "reasked": sum(q.reasked for q in qs),
+        "missing_subjects": sum(bool(q.missing) for q in qs),
+        "blanked": sum(bool(q.redacted) for q in qs),
+    }
+
+
 def _round1_clusters(rounds: RoundsResult) -> list[dict[str, Any]]:
     """Round-1 clusters (every candidate's first round) with the names the examiner gave them."""
     out = []
@@ -289,6 +301,7 @@ def _finish(
         "n_units": n_units,
         "config": cfg.model_dump(mode="json"),
         "cluster_cap": cfg.cluster_cap,
+        "question_checks": question_checks(rounds_result),
         "candidates": cand_summary,
         "clusters": clusters,
         "map": [
