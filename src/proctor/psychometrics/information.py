@@ -13,6 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.special import expit
 
+from ._core import prob
+
 
 class ItemParams(Protocol):
     """Anything carrying fitted item parameters (IRTFit, HierarchicalFit)."""
@@ -44,6 +46,19 @@ def information_arrays(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, theta
     p = cc + (1.0 - cc) * pstar
     # a^2 P*^2 (1 - P) / P with (1 - P) = (1 - c)(1 - P*): no cancellation near P = c.
     return a[:, None] ** 2 * pstar**2 * (1.0 - cc) * (1.0 - pstar) / p
+
+
+def item_characteristic(
+    theta: float | Sequence[float] | np.ndarray,
+    difficulty: float,
+    discrimination: float = 1.0,
+    guessing: float = 0.0,
+) -> np.ndarray:
+    """One item's characteristic curve P(correct | theta) = c + (1 - c) / (1 + exp(-a (theta - b))), from
+    its stored 1PL / 2PL / 3PL parameters (a = 1 and c = 0 where the model has none)."""
+    t = np.atleast_1d(np.asarray(theta, dtype=float))
+    a, b, c = np.array([discrimination], float), np.array([difficulty], float), np.array([guessing], float)
+    return np.asarray(prob(t, a, b, c if guessing > 0 else None)[0])
 
 
 def item_information(fit: ItemParams, theta: float | Sequence[float] | np.ndarray) -> np.ndarray:

@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proctor.viewer import items as items_q
 from proctor.viewer.compare import compare
+from proctor.viewer.exam import QUESTION_KIND, exam_item
 from proctor.viewer.labels import (
     LabelFileError,
     LabelIn,
@@ -220,6 +221,7 @@ async def item_page(request: Request) -> Response:
         if item is None:
             raise HTTPException(404, "no such item in this run")
         prev_key, next_key = items_q.neighbours(conn, f, item.seq, fts)
+        exam = exam_item(conn, item.key, item.data) if item.kind == QUESTION_KIND else None
     finally:
         conn.close()
     with LabelStore(folder) as labels:
@@ -234,6 +236,7 @@ async def item_page(request: Request) -> Response:
         next_key=next_key,
         history=history,
         scale=scale_for(item.kind),
+        exam=exam,
     )
 
 

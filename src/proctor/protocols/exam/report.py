@@ -7,8 +7,10 @@ rendered through the autoescaping template `exam/report.html.j2`; plots are draw
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from proctor.constants import LETTERS
 from proctor.protocols.exam import plots as plots_exam
 from proctor.protocols.exam.grading import ExamResponse
 from proctor.report import plots
@@ -222,11 +224,100 @@ def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
     items = sorted(
         irt.get("items") or [], key=lambda it: (it["discrimination"] is None, -(it["discrimination"] or 0))
     )
+    # Sections the fit may not have produced (a small exam is not pruned) read as absent, not undefined.
+    optional: dict[str, Any] = {"prune": None, "adaptive": None, "hierarchical": None, "warnings": []}
+    return {**optional, **irt, "figs": figs, "items_sorted": items, "dropped": pruned_items(irt)}
+
+
+@dataclass(frozen=True)
+class OptionStat:
+    """One option of a question: how many graded answers chose it, and their share."""
+
+    letter: str
+    text: str
+    n: int
+    share: float | None  # of the graded answers that picked an option; None when none did
+    correct: bool
+
+
+QUESTION_FIELDS = (
+    "question",
+    "choices",
+    "answer",
+    "answer_index",
+    "rationale",
+    "bloom",
+    "question_word",
+    "bloom_source",
+    "question_word_source",
+    "topic",
+    "source_chunk_ids",
+    "generator",
+    "prompt_version",
+    "guessability",
+)
+
+
+def response_view(r: dict[str, Any]) -> dict[str, Any]:
+    """One `exam_response` item (a store row: status, error, error_cause, data) as the browsers show it."""
+    d = r["data"] or {}
+    return {
+        "pipeline": d.get("pipeline"),
+        "status": r["status"],
+        "error": r["error"],
+        "error_cause": r["error_cause"],
+        "selected": d.get("selected"),
+        "correct": d.get("correct"),
+        "method": d.get("method"),
+        "fallback": d.get("fallback"),
+        "p": (d.get("probs") or {}).get(d.get("selected")) if d.get("selected") else None,
+        "reply": d.get("reply"),
+    }
+
+
+def option_stats(choices: list[Any], answer_index: Any, answers: list[dict[str, Any]]) -> list[OptionStat]:
+    """Per option, the graded answers (`response_view` rows with status done) that selected it."""
+    picked = [a["selected"] for a in answers if a["status"] == "done" and a["selected"]]
+    counts = {letter: picked.count(letter) for letter in LETTERS[: len(choices)]}
+    return [
+        OptionStat(
+            letter=letter,
+            text=str(text),
+            n=counts[letter],
+            share=counts[letter] / len(picked) if picked else None,
+            correct=i == answer_index,
+        )
+        for i, (letter, text) in enumerate(zip(LETTERS, choices, strict=False))
+    ]
+
+
+def question_view(
+    q: dict[str, Any], answers: list[dict[str, Any]], irt_item: dict[str, Any] | None, dropped: int | None
+) -> dict[str, Any]:
+    """One `exam_question` item (a store row: key, data) with its answers (`response_view` rows), its IRT
+    parameters and the pruning step that dropped it."""
+    d = q["data"] or {}
+    graded = [a for a in answers if a["status"] == "done"]
+    return {
+        "id": str(d.get("id") or q["key"]),
+        "d": {k: d.get(k) for k in QUESTION_FIELDS},
+        "answers": answers,
+        "options": option_stats(d.get("choices") or [], d.get("answer_index"), answers),
+        "n_good": sum(1 for a in graded if a["correct"]),
+        "n_graded": len(graded),
+        "n_failed": len(answers) - len(graded),
+        "irt": irt_item,
+        "dropped": dropped,
+    }
+
+
+def pruned_items(irt: dict[str, Any]) -> dict[str, int]:
+    """Question id -> the pruning step that dropped it."""
     dropped = {}
-    for s in (prune or {}).get("steps", []):
+    for s in (irt.get("prune") or {}).get("steps", []):
         for i in s["dropped_ids"]:
             dropped[i] = s["step"]
-    return {**irt, "figs": figs, "items_sorted": items, "dropped": dropped}
+    return dropped
 
 
 def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]) -> dict[str, Any]:
@@ -235,57 +326,11 @@ def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]
     for r in store.items(kind=ExamResponse.KIND):
         if r["status"] == "superseded":
             continue
-        d = r["data"] or {}
-        by_q.setdefault(str(d.get("question_id")), []).append(
-            {
-                "pipeline": d.get("pipeline"),
-                "status": r["status"],
-                "error": r["error"],
-                "error_cause": r["error_cause"],
-                "selected": d.get("selected"),
-                "correct": d.get("correct"),
-                "method": d.get("method"),
-                "fallback": d.get("fallback"),
-                "p": (d.get("probs") or {}).get(d.get("selected")) if d.get("selected") else None,
-                "reply": d.get("reply"),
-            }
-        )
+        by_q.setdefault(str((r["data"] or {}).get("question_id")), []).append(response_view(r))
     out = []
     for q in questions[:MAX_BROWSER]:
-        d = q["data"] or {}
-        qid = str(d.get("id") or q["key"])
-        answers = by_q.get(qid, [])
-        graded = [a for a in answers if a["status"] == "done"]
-        out.append(
-            {
-                "id": qid,
-                "d": {
-                    k: d.get(k)
-                    for k in (
-                        "question",
-                        "choices",
-                        "answer",
-                        "answer_index",
-                        "rationale",
-                        "bloom",
-                        "question_word",
-                        "bloom_source",
-                        "question_word_source",
-                        "topic",
-                        "source_chunk_ids",
-                        "generator",
-                        "prompt_version",
-                        "guessability",
-                    )
-                },
-                "answers": answers,
-                "n_good": sum(1 for a in graded if a["correct"]),
-                "n_graded": len(graded),
-                "n_failed": len(answers) - len(graded),
-                "irt": irt_items.get(qid),
-                "dropped": dropped.get(qid),
-            }
-        )
+        qid = str((q["data"] or {}).get("id") or q["key"])
+        out.append(question_view(q, by_q.get(qid, []), irt_items.get(qid), dropped.get(qid)))
     return {"questions": out, "total": len(questions), "limit": MAX_BROWSER}
 
 
@@ -333,7 +378,7 @@ def _guessability(
     }
 
 
-def _item_guessability(stats: dict[str, Any]) -> dict[str, float | None]:
+def item_guessability(stats: dict[str, Any]) -> dict[str, float | None]:
     g = stats.get("guessability")
     per = (g or {}).get("per_item") if isinstance(g, dict) else None
     return {k: v.get("guessability") for k, v in (per or {}).items()}
@@ -356,7 +401,7 @@ def exam_context(store: RunStore) -> dict[str, Any]:
         "breakdowns": _breakdowns(store.get_artifact("exam_breakdowns")),
         "irt": irt,
         "browser": _browser(store, irt_items, (irt or {}).get("dropped", {})),
-        "item_guessability": _item_guessability(stats),
+        "item_guessability": item_guessability(stats),
     }
 
 

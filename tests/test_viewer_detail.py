@@ -1,0 +1,199 @@
+"""`proctor view` item detail for exams, agent traces and pairwise preferences, against scripted runs:
+
+* an exam question shows each option with how many pipelines chose it, the correct option, the item's
+  guessability, its IRT parameters and its characteristic curve (an inline SVG);
+* an agent answer shows its trajectory step by step (thought, action and arguments, observation, answer,
+  stop reason);
+* the compare page takes A / B / tie preferences, stores them append-only under a key naming both runs
+  (the same pair whichever run is A), exports them, and sums them up with a sign test;
+* hostile model text (an option, a tool observation) is rendered as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markupsafe import escape
+from starlette.testclient import TestClient
+
+from proctor.config import CorpusConfig
+from proctor.corpus import load_corpus
+from proctor.models.scripted import register_script
+from proctor.psychometrics import item_characteristic
+from proctor.runner import run_config
+from proctor.viewer import create_app
+from proctor.viewer.exam import icc_plot
+
+HOSTILE = '<script>alert("pwned")</script>'
+CSRF = "detail-csrf-token"
+
+# --- an exam from a file, answered by four scripted pipelines ---------------------------------------
+# (subject, answer, distractors); question i is answered right by the pipelines whose skill exceeds i.
+EXAM_FACTS = [
+    ("the founder of Velmora", "Ostrid Kael", ["Mara Dune", "Ilse Varn", HOSTILE]),
+    ("the opening year of the Tarn canal", "1742", ["1790", "1688", "1815"]),
+    ("the colour of Quillan lanterns", "green", ["red", "white", "amber"]),
+    ("the quorum of the Moot", "twenty-one", ["twelve", "thirty", "nine"]),
+    ("the venue of the Lantern Tide", "Kettle Point", ["Dunmere", "Gull Rock", "Ashby"]),
+    ("the cargo of the Tarn canal", "tidal glass", ["salt fish", "timber", "wool bales"]),
+]
+TRUTH = {f"What is {s}?": a for s, a, _ in EXAM_FACTS}
+SKILL = {("exam-good", True): 6, ("exam-good", False): 4, ("exam-poor", True): 3, ("exam-poor", False): 1}
+
+
+def _exam_reply(name: str, messages: list[dict[str, Any]]) -> str:
+    text = messages[-1]["content"]
+    block = text.rsplit("Question:", 1)[1]
+    q = block.split("\n", 1)[0].strip()
+    opts = dict(re.findall(r"^([A-J])\. (.*)$", block, re.M))
+    truth = TRUTH[q]
+    index = list(TRUTH).index(q)
+    oracle = f"is {truth}." in text.split("Question:", 1)[0]
+    right = next(k for k, v in opts.items() if v == truth)
+    wrong = next(k for k, v in opts.items() if v != truth)
+    return f"The correct answer is ({right if index < SKILL[(name, oracle)] else wrong})."
+
+
+register_script("exam-good", lambda m, p: _exam_reply("exam-good", m))
+register_script("exam-poor", lambda m, p: _exam_reply("exam-poor", m))
+
+
+def _exam_run(base: Path, root: Path) -> str:
+    docs = base / "exam-docs"
+    docs.mkdir()
+    for i, (s, a, _) in enumerate(EXAM_FACTS):
+        (docs / f"fact{i}.md").write_text(f"# Fact {i}\n\nRecords say that {s} is {a}.\n")
+    corpus = load_corpus(CorpusConfig(path=docs, min_chunk_chars=10, max_chunk_chars=4000))
+    chunk = {c.source.rsplit("/", 1)[-1].removesuffix(".md"): c.chunk_id for c in corpus.chunks}
+    lines = []
+    for i, (s, a, distractors) in enumerate(EXAM_FACTS):
+        at = i % 4
+        record = {
+            "id": f"q{i}",
+            "question": f"What is {s}?",
+            "choices": [*distractors[:at], a, *distractors[at:]],
+            "answer": "ABCD"[at],
+            "answer_index": at,
+            "rationale": "stated",
+            "source_chunk_ids": [chunk[f"fact{i}"]],
+            "bloom": "remember",
+            "question_word": "what",
+            "generator": "hand",
+            "prompt_version": "hand",
+        }
+        if i == 0:
+            record["guessability"] = 0.375
+        lines.append(json.dumps(record))
+    (base / "exam.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = base / "exam.yaml"
+    cfg.write_text(
+        f"""
+protocol: exam
+name: viewer-exam
+seed: 0
+corpus: {{path: exam-docs, min_chunk_chars: 10, max_chunk_chars: 4000}}
+models: {{good: scripted/exam-good, poor: scripted/exam-poor}}
+exam:
+  exam_file: {base / "exam.jsonl"}
+  grid: {{llms: [good, poor], retrievers: [closed_book, oracle], k: 1}}
+"""
+    )
+    return run_config(cfg, out=root, show_progress=False).run_dir.name
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    base = tmp_path_factory.mktemp("viewer-detail")
+    root = base / "runs"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROCTOR_CACHE_DIR", str(base / "cache"))
+        _exam_run(base, root)
+    yield root
+
+
+@pytest.fixture
+def client(root: Path) -> TestClient:
+    return TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+
+
+def _run_id(root: Path, name: str) -> str:
+    return next(p.name for p in root.iterdir() if p.name.startswith(name))
+
+
+def _key(root: Path, run_id: str, kind: str, field: str, value: str) -> str:
+    con = sqlite3.connect(root / run_id / "run.sqlite")
+    row = con.execute(
+        f"SELECT key FROM items WHERE kind = ? AND json_extract(data, '$.{field}') = ?", (kind, value)
+    ).fetchone()
+    assert row, (kind, field, value)
+    return str(row[0])
+
+
+def _artifact(root: Path, run_id: str, name: str) -> Any:
+    con = sqlite3.connect(root / run_id / "run.sqlite")
+    return json.loads(con.execute("SELECT data FROM artifacts WHERE name = ?", (name,)).fetchone()[0])
+
+
+# --- 1. exam questions -------------------------------------------------------------------------------
+def _option_rows(page: str) -> list[tuple[str, str, str]]:
+    """(letter and marks, count, share) per row of the options table."""
+    table = page.split('id="options"', 1)[1].split("</table>", 1)[0]
+    cell = r"<td[^>]*>(.*?)</td>"
+    rows = re.findall(rf"<tr[^>]*>{cell}<td[^>]*>.*?</td>{cell}{cell}", table)
+    return [(re.sub(r"<[^>]+>", "", a).strip(), n, s) for a, n, s in rows]
+
+
+def test_exam_question_shows_option_counts_guessability_irt_and_curve(client: TestClient, root: Path) -> None:
+    run = _run_id(root, "viewer-exam")
+    key = _key(root, run, "exam_question", "id", "q0")
+    page = client.get(f"/runs/{run}/items/{key}").text
+    # q0: every pipeline is right (skill >= 1 everywhere): 4 of 4 chose A, the correct option.
+    assert _option_rows(page) == [
+        ("A correct", "4", "100.0%"),
+        ("B", "0", "0.0%"),
+        ("C", "0", "0.0%"),
+        ("D", "0", "0.0%"),
+    ]
+    assert "4 of 4 graded answers correct" in page and "closed-book guessability 0.38" in page
+    # The hostile distractor is text, not markup.
+    assert HOSTILE not in page and str(escape(HOSTILE)) in page
+
+    # q3: right only where skill > 3: good+closed_book and good+oracle; the two poor pipelines chose the
+    # first wrong option (A, as the correct one is D).
+    key3 = _key(root, run, "exam_question", "id", "q3")
+    page3 = client.get(f"/runs/{run}/items/{key3}").text
+    rows = _option_rows(page3)
+    assert rows[3] == ("D correct", "2", "50.0%") and rows[0] == ("A", "2", "50.0%")
+
+    irt = _artifact(root, run, "exam_irt")
+    item = next(it for it in irt["items"] if it["id"] == "q3")
+    assert f"<dt>IRT model</dt><dd>{irt['model']}</dd>" in page3
+    assert f"<dt>difficulty (b)</dt><dd>{item['difficulty']:.2f}</dd>" in page3
+    assert f"<dt>discrimination (a)</dt><dd>{item['discrimination']:.2f}</dd>" in page3
+    svg = page3.split('<svg id="icc"', 1)[1].split("</svg>", 1)[0]
+    points = re.search(r'<polyline points="([^"]+)"', svg)
+    assert points is not None
+    drawn = [tuple(map(float, p.split(","))) for p in points.group(1).split()]
+    assert len(drawn) == 81
+    expected = icc_plot(item["difficulty"], item["discrimination"], item["guessing"])
+    assert points.group(1) == expected.points
+    # The static report shows the same option counts (one function behind both).
+    assert "chosen by 4 (100%)" in (root / run / "report.html").read_text()
+
+
+def test_icc_follows_the_item_parameters() -> None:
+    # P(b) = c + (1 - c) / 2 at theta = b; a steeper item changes faster; the floor is c.
+    p = item_characteristic([0.5, -40.0, 40.0], difficulty=0.5, discrimination=1.7, guessing=0.2)
+    assert p[0] == pytest.approx(0.6) and p[1] == pytest.approx(0.2) and p[2] == pytest.approx(1.0)
+    assert item_characteristic([1.0], 0.0, 1.0)[0] == pytest.approx(1 / (1 + 2.718281828459045**-1))
+    plot = icc_plot(0.0, 1.0, 0.25)
+    ys = [float(pt.split(",")[1]) for pt in plot.points.split()]
+    assert ys == sorted(ys, reverse=True)  # P rises with ability: y (down the page) falls
+    assert plot.guessing_y is not None and plot.difficulty_x == pytest.approx((plot.left + plot.right) / 2)
+    assert icc_plot(9.0, 1.0, None).difficulty_x is None and icc_plot(0.0, 1.0, None).guessing_y is None
