@@ -107,6 +107,56 @@ exam:
     return run_config(cfg, out=root, show_progress=False).run_dir.name
 
 
+# --- an agent (ReAct over a HotpotQA-style document environment) whose tool sees a hostile passage -----
+HOTPOT = [
+    {
+        "_id": "h1",
+        "question": "Which river flows through the city where the Ambry Glassworks stands?",
+        "answer": "River Ilse",
+        "type": "bridge",
+        "supporting_facts": [["Ambry Glassworks", 0], ["Ambry", 0]],
+        "context": [
+            [
+                "Ambry Glassworks",
+                [f"The Ambry Glassworks stands in Ambry. {HOSTILE}", "It was founded in 1862."],
+            ],
+            ["Ambry", ["Ambry is a town on the River Ilse."]],
+        ],
+    }
+]
+
+
+def _agent(messages: list[dict[str, Any]], params: Any) -> str:
+    observations = re.findall(r"^Observation: (.*)$", messages[-1]["content"], re.M)
+    if not observations:
+        return "Thought: look up the glassworks\nAction: Search[Ambry Glassworks]"
+    if len(observations) == 1:
+        return "Thought: now the town\nAction: Search[Ambry]"
+    return "Thought: found it\nAction: Finish[River Ilse]"
+
+
+register_script("detail-agent", _agent)
+
+
+def _agent_run(base: Path, root: Path) -> str:
+    (base / "hotpot.json").write_text(json.dumps(HOTPOT))
+    cfg = base / "rageval.yaml"
+    cfg.write_text(
+        """
+protocol: rageval
+name: viewer-agent
+corpus: {}
+models: {m: scripted/detail-agent}
+rageval:
+  database: null
+  documents: false
+  hotpotqa: hotpot.json
+  grid: {workflows: [react], llms: [m]}
+"""
+    )
+    return run_config(cfg, out=root, show_progress=False).run_dir.name
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     base = tmp_path_factory.mktemp("viewer-detail")
@@ -114,6 +164,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PROCTOR_CACHE_DIR", str(base / "cache"))
         _exam_run(base, root)
+        _agent_run(base, root)
     yield root
 
 
@@ -197,3 +248,33 @@ def test_icc_follows_the_item_parameters() -> None:
     assert ys == sorted(ys, reverse=True)  # P rises with ability: y (down the page) falls
     assert plot.guessing_y is not None and plot.difficulty_x == pytest.approx((plot.left + plot.right) / 2)
     assert icc_plot(9.0, 1.0, None).difficulty_x is None and icc_plot(0.0, 1.0, None).guessing_y is None
+
+
+# --- 2. agent traces ---------------------------------------------------------------------------------
+def test_agent_answer_shows_its_trajectory_step_by_step(client: TestClient, root: Path) -> None:
+    run = _run_id(root, "viewer-agent")
+    key = _key(root, run, "rageval_answer", "task_id", _task_id(root, run))
+    page = client.get(f"/runs/{run}/items/{key}").text
+    assert "<h2>Agent trace</h2>" in page
+    head = page.split('id="trace-head"', 1)[1].split("</p>", 1)[0]
+    assert "react" in head and "3 steps" in head and "stop: <b>finished</b>" in head
+    trace = page.split('<div id="trace">', 1)[1].split("<h2>", 1)[0]
+    steps = re.findall(r'<div class="tr-step[^"]*">(.*?)</div>\s*(?=<div class="tr-step|<p)', trace, re.S)
+    assert len(steps) == 3
+    assert "<i>look up the glassworks</i>" in steps[0] and "<b>Search</b>" in steps[0]
+    assert "Ambry Glassworks" in steps[0] and "<i>now the town</i>" in steps[1]
+    assert "River Ilse" in steps[1]  # the second observation
+    assert "Answer: River Ilse · stop: <b>finished</b>" in trace
+    # The hostile passage came back as a tool observation: shown as text, in the trace and the raw data.
+    assert HOSTILE not in page
+    assert str(escape(f"The Ambry Glassworks stands in Ambry. {HOSTILE}")) in steps[0]
+    # The static report renders the same steps through the same macro.
+    assert "Answer: River Ilse · stop: <b>finished</b>" in (root / run / "report.html").read_text()
+
+
+def _task_id(root: Path, run_id: str) -> str:
+    con = sqlite3.connect(root / run_id / "run.sqlite")
+    row = con.execute(
+        "SELECT json_extract(data, '$.task_id') FROM items WHERE kind = 'rageval_answer'"
+    ).fetchone()
+    return str(row[0])

@@ -10,8 +10,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from proctor.agents.trace import Trajectory
 from proctor.viewer.rundir import has_column
 
 PAGE_SIZE = 50
@@ -329,6 +330,8 @@ class ItemDetail:
     calls_record_text: bool  # whether this store records prompts and replies
     title: str = ""  # the question (or what stands for it) and the answer, shown above the label buttons
     answer: str = ""
+    trajectory: Trajectory | None = None  # an agent candidate's steps (`data.trace.trajectory`)
+    contexts: list[str] = field(default_factory=list)  # a pipeline candidate's passages (`.trace.contexts`)
 
 
 def _calls(conn: sqlite3.Connection, key: str) -> tuple[list[Call], bool]:
@@ -415,6 +418,22 @@ def conversation(conn: sqlite3.Connection, key: str, kind: str, data: Any) -> li
     return rounds
 
 
+def trace_of(data: Any) -> tuple[Trajectory | None, list[str]]:
+    """An answer's trace as candidates record it (`{"kind": "agent", "trajectory": ...}` or
+    `{"kind": "pipeline", "contexts": [...]}`): the typed trajectory and the passages, when present."""
+    trace = data.get("trace") if isinstance(data, dict) else None
+    if not isinstance(trace, dict):
+        return None, []
+    trajectory = None
+    if isinstance(trace.get("trajectory"), dict):
+        try:
+            trajectory = Trajectory.model_validate(trace["trajectory"])
+        except ValidationError:
+            trajectory = None  # not one this version reads: the raw data below still shows it
+    contexts = trace.get("contexts")
+    return trajectory, [_text(c) for c in contexts] if isinstance(contexts, list) else []
+
+
 def detail(conn: sqlite3.Connection, key: str) -> ItemDetail | None:
     r = conn.execute("SELECT * FROM items WHERE key = ?", (key,)).fetchone()
     if r is None:
@@ -435,6 +454,7 @@ def detail(conn: sqlite3.Connection, key: str) -> ItemDetail | None:
             )
         )
     calls, text = _calls(conn, key)
+    trajectory, contexts = trace_of(data)
     return ItemDetail(
         key=r["key"],
         seq=int(r["seq"] or 0),
@@ -449,4 +469,6 @@ def detail(conn: sqlite3.Connection, key: str) -> ItemDetail | None:
         calls_record_text=text,
         title=_text(_pick(data, TITLE_FIELDS)),
         answer=_text(_pick(data, ANSWER_FIELDS)),
+        trajectory=trajectory,
+        contexts=contexts,
     )

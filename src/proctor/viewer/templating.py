@@ -1,5 +1,6 @@
 """The viewer's Jinja2 environment: autoescaping always on (model text is untrusted and never marked
-safe), strict undefined, the report's number and time filters."""
+safe), strict undefined, the report's number and time filters. The report's shared templates are
+reachable as `report/<name>` (an agent trajectory is rendered by `report/_traces.html.j2` in both)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader
 
+from proctor.report._env import TEMPLATES as REPORT_TEMPLATES
 from proctor.report._env import new_environment
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -21,7 +23,10 @@ def _qs(params: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> Environment:
-    return new_environment(FileSystemLoader(str(TEMPLATES)), qs=_qs)
+    loader = ChoiceLoader(
+        [FileSystemLoader(str(TEMPLATES)), PrefixLoader({"report": FileSystemLoader(str(REPORT_TEMPLATES))})]
+    )
+    return new_environment(loader, qs=_qs)
 
 
 def render(template: str, /, **context: Any) -> str:
