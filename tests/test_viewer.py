@@ -362,7 +362,7 @@ def test_compare_two_runs_lists_the_flipped_item(client: TestClient, runs) -> No
     _, a, b = runs
     html = client.get("/compare", params={"a": a, "b": b}).text
     flips = html.split('id="flips"', 1)[1].split("</table>", 1)[0]
-    rows = flips.split("<tbody>", 1)[1].split("<tr>")[1:]
+    rows = flips.split("<tbody>", 1)[1].split('<tr class="flip"')[1:]
     # Quillan flips under the LLM judge and under F1 (cut at 0.5); nothing else changed.
     assert len(rows) == 2 and all("What colour are Quillan lanterns?" in r for r in rows)
     assert {re.findall(r"<td>([^<]*)</td>", r)[1] for r in rows} == {"llm_with_reference", "f1"}

@@ -278,3 +278,168 @@ def _task_id(root: Path, run_id: str) -> str:
         "SELECT json_extract(data, '$.task_id') FROM items WHERE kind = 'rageval_answer'"
     ).fetchone()
     return str(row[0])
+
+
+# --- 3. pairwise preference on the compare page -------------------------------------------------------
+QA_FACTS = {
+    "Velmora": ("Who founded the city of Velmora?", "Ostrid Kael"),
+    "Tarn": ("In which year was the Tarn canal opened?", "1742"),
+    "Quillan": ("What colour are Quillan lanterns?", "green"),
+}
+
+
+def _qa_examiner(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    return next(
+        (json.dumps({"question": q, "answer": a}) for k, (q, a) in QA_FACTS.items() if k in text), "not json"
+    )
+
+
+def _qa_weak(messages: list[dict[str, Any]], params: Any) -> str:
+    return "Ostrid Kael." if "Velmora" in messages[-1]["content"] else f"No idea. {HOSTILE}"
+
+
+def _qa_strong(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    return next(a for k, (_, a) in QA_FACTS.items() if k in text)
+
+
+def _qa_judge(messages: list[dict[str, Any]], params: Any) -> str:
+    text = next(m["content"] for m in messages if m["role"] == "user")
+    got = re.search(r"<candidate_answer>(.*?)</candidate_answer>", text, re.DOTALL)
+    ok = any(a in text and got and a.lower() in got.group(1).lower() for _, a in QA_FACTS.values())
+    return json.dumps({"reason": "checked", "verdict": "correct" if ok else "incorrect"})
+
+
+register_script("detail-qa-examiner", _qa_examiner)
+register_script("detail-qa-weak", _qa_weak)
+register_script("detail-qa-strong", _qa_strong)
+register_script("detail-qa-judge", _qa_judge)
+
+
+def _qa_run(base: Path, root: Path, name: str, script: str) -> str:
+    docs = base / "qa-docs"
+    docs.mkdir(exist_ok=True)
+    for key, (q, a) in QA_FACTS.items():
+        (docs / f"{key}.md").write_text(f"# {key}\n\nA fact about {key}: the answer to '{q}' is {a}. " * 3)
+    cfg = base / f"{name}.yaml"
+    cfg.write_text(
+        f"""
+protocol: qa
+name: {name}
+corpus: {{path: qa-docs, min_chunk_chars: 10, max_chunk_chars: 2000}}
+models: {{ex: scripted/detail-qa-examiner, cand: scripted/{script}, judge: scripted/detail-qa-judge}}
+roles: {{examiner: ex, judge: judge}}
+candidates: [{{name: solo, model: cand}}]
+qa: {{num_questions: 3, judges: [with_reference]}}
+"""
+    )
+    return run_config(cfg, out=root, show_progress=False).run_dir.name
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
+    """Two qa runs: A right on Velmora only (hostile elsewhere), B right on all three: two flips."""
+    base = tmp_path_factory.mktemp("viewer-pref")
+    root = base / "runs"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROCTOR_CACHE_DIR", str(base / "cache"))
+        a = _qa_run(base, root, "pref-a", "detail-qa-weak")
+        b = _qa_run(base, root, "pref-b", "detail-qa-strong")
+    yield root, a, b
+
+
+def _flips(page: str) -> list[tuple[str, str]]:
+    """The flipped item pairs (a pair flips under each judge: one row per judge, one preference per pair)."""
+    return list(
+        dict.fromkeys(
+            re.findall(r'<tr class="flip" tabindex="-1" data-key-a="([^"]+)" data-key-b="([^"]+)">', page)
+        )
+    )
+
+
+def _prefer(c: TestClient, run_a: str, item_a: str, run_b: str, item_b: str, label: str, who: str, **kw: Any):
+    body = {
+        "run_a": run_a,
+        "item_a": item_a,
+        "run_b": run_b,
+        "item_b": item_b,
+        "label": label,
+        "annotator": who,
+    }
+    return c.post("/compare/preferences", json=body, headers={"X-CSRF-Token": CSRF, **kw.get("headers", {})})
+
+
+def _summary(page: str) -> tuple[int, int, int, float]:
+    m = re.search(
+        r'class="pref-a">(\d+)</b>.*?class="pref-b">(\d+)</b>.*?class="pref-tie">(\d+)</b>'
+        r'.*?class="pref-p">([0-9.]+)</span>',
+        page,
+        re.S,
+    )
+    assert m, page
+    return int(m[1]), int(m[2]), int(m[3]), float(m[4])
+
+
+def test_preferences_are_stored_per_pair_whichever_run_is_a_and_summed_with_a_sign_test(
+    pair: tuple[Path, str, str],
+) -> None:
+    from scipy.stats import binomtest
+
+    root, a, b = pair
+    c = TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    page = c.get(f"/compare?a={a}&b={b}").text
+    flips = _flips(page)
+    assert len(flips) == 2 and _summary(page) == (0, 0, 0, 1.0)
+    assert HOSTILE not in page and str(escape(HOSTILE)) in page
+    (f1a, f1b), (f2a, f2b) = flips
+    assert _prefer(c, a, f1a, b, f1b, "b", "ana").json()["label"] == "b"
+    assert _prefer(c, a, f2a, b, f2b, "b", "ana").status_code == 200
+    assert _prefer(c, a, f2a, b, f2b, "tie", "ana").status_code == 200  # changed her mind: latest counts
+    # Bob works on the comparison the other way round: his "a" is run B.
+    assert _prefer(c, b, f1b, a, f1a, "a", "bob").status_code == 200
+    assert _prefer(c, b, f2b, a, f2a, "b", "bob").status_code == 200
+
+    page = c.get(f"/compare?a={a}&b={b}").text
+    assert _summary(page) == (1, 2, 1, round(binomtest(1, 3, 0.5).pvalue, 4))
+    row1 = page.split(f'data-key-a="{f1a}"', 1)[1].split("</tr>", 1)[0]
+    assert "ana: B</span>" in row1 and "bob: B</span>" in row1
+    swapped = c.get(f"/compare?a={b}&b={a}").text
+    assert _summary(swapped)[:3] == (2, 1, 1)
+
+    # Append-only, in the labels of the pair's first run (by run id), under a key naming both runs.
+    first, other = sorted([a, b])
+    con = sqlite3.connect(root / first / "labels.sqlite")
+    rows = con.execute("SELECT item_key, annotator, label FROM labels ORDER BY id").fetchall()
+    assert len(rows) == 5 and all(k.startswith("pref:") and first in k and other in k for k, _, _ in rows)
+    with pytest.raises(sqlite3.DatabaseError):
+        con.execute("DELETE FROM labels")
+    assert c.get(f"/runs/{other}/labels").json() == []
+
+    # Exported with both runs and items named and the preferred run spelled out.
+    lines = [json.loads(x) for x in c.get(f"/runs/{first}/labels.jsonl").text.splitlines()]
+    assert len(lines) == 4  # the latest per pair and annotator
+    ana1 = next(
+        x for x in lines if x["annotator"] == "ana" and a in (x["run_a"], x["run_b"]) and f1a in x["item_id"]
+    )
+    assert ana1["preferred"] == b and {ana1["item_a"], ana1["item_b"]} == {f1a, f1b}
+    assert {x["preferred"] for x in lines if x["annotator"] == "ana"} == {b, "tie"}
+
+
+def test_preference_posts_are_checked(pair: tuple[Path, str, str]) -> None:
+    root, a, b = pair
+    c = TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    (fa, fb), _ = _flips(c.get(f"/compare?a={a}&b={b}").text)
+    assert _prefer(c, a, fa, b, fb, "x", "ana").status_code == 400
+    assert _prefer(c, a, fa, b, fb, "a", "  ").status_code == 400
+    assert _prefer(c, a, fa, a, fa, "a", "ana").status_code == 400
+    assert _prefer(c, a, "no-such-item", b, fb, "a", "ana").status_code == 404
+    assert _prefer(c, a, fa, "../etc", fb, "a", "ana").status_code == 404
+    assert _prefer(c, a, fa, b, fb, "a", "ana", headers={"X-CSRF-Token": "wrong"}).status_code == 403
+    # A preference is not an item label: the item endpoint refuses it.
+    r = c.post(
+        f"/runs/{a}/labels",
+        json={"item_id": fa, "label": "a", "annotator": "ana"},
+        headers={"X-CSRF-Token": CSRF},
+    )
+    assert r.status_code == 400

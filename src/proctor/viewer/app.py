@@ -16,10 +16,10 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -38,16 +38,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proctor.viewer import items as items_q
-from proctor.viewer.compare import compare
+from proctor.viewer.compare import compare, preference_summary
 from proctor.viewer.exam import QUESTION_KIND, exam_item
 from proctor.viewer.labels import (
     LabelFileError,
     LabelIn,
     LabelStore,
+    PreferencePair,
     allowed,
     export_lines,
     parse_lines,
     scale_for,
+    swap_preference,
 )
 from proctor.viewer.metaeval import meta_evaluate
 from proctor.viewer.rundir import (
@@ -264,7 +266,10 @@ async def compare_page(request: Request) -> Response:
     finally:
         conn_a.close()
         conn_b.close()
-    return _page(request, "compare.html.j2", run_a=run_a, run_b=run_b, cmp=cmp)
+    first = min(run_a.run_id, run_b.run_id)  # preferences live in the labels of the pair's first run
+    with LabelStore(folder_a if first == run_a.run_id else folder_b) as labels:
+        prefs = preference_summary(run_a.run_id, run_b.run_id, labels.current())
+    return _page(request, "compare.html.j2", run_a=run_a, run_b=run_b, cmp=cmp, prefs=prefs)
 
 
 # --- labels (JSON) ---------------------------------------------------------------------------------
@@ -302,6 +307,47 @@ async def post_label(request: Request) -> Response:
     with LabelStore(folder) as labels:
         stored = labels.add(lab.model_copy(update={"time": None}))
     return JSONResponse(_label_json(stored))
+
+
+class PreferenceIn(BaseModel):
+    """A preference posted from the compare page: which run's answer to the item is better."""
+
+    run_a: str = Field(min_length=1, max_length=200)
+    item_a: str = Field(min_length=1, max_length=500)
+    run_b: str = Field(min_length=1, max_length=200)
+    item_b: str = Field(min_length=1, max_length=500)
+    label: Literal["a", "b", "tie"]
+    annotator: str = Field(min_length=1, max_length=100)
+    note: str = Field(default="", max_length=10_000)
+
+
+async def post_preference(request: Request) -> Response:
+    _check_csrf(request)
+    try:
+        pref = PreferenceIn.model_validate(await request.json())
+    except (ValueError, ValidationError) as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    if pref.run_a == pref.run_b:
+        return JSONResponse({"error": "a preference compares two different runs"}, status_code=400)
+    folders = {}
+    for run_id, key in ((pref.run_a, pref.item_a), (pref.run_b, pref.item_b)):
+        folders[run_id] = folder = _folder(request, run_id)
+        conn = connect_run(folder)
+        try:
+            found = conn.execute("SELECT 1 FROM items WHERE key = ?", (key,)).fetchone()
+        finally:
+            conn.close()
+        if found is None:
+            return JSONResponse({"error": f"no item {key!r} in run {run_id}"}, status_code=404)
+    pair, swapped = PreferencePair(pref.run_a, pref.item_a, pref.run_b, pref.item_b).canonical()
+    stored_label = swap_preference(pref.label) if swapped else pref.label
+    try:
+        lab = LabelIn(item_id=pair.key, label=stored_label, annotator=pref.annotator, note=pref.note)
+    except ValidationError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    with LabelStore(folders[pair.run_a]) as labels:
+        stored = labels.add(lab)
+    return JSONResponse({**_label_json(stored), "label": pref.label, "stored_label": stored.label})
 
 
 async def get_labels(request: Request) -> Response:
@@ -411,6 +457,7 @@ def create_app(
     routes = [
         Route("/", runs_page),
         Route("/compare", compare_page),
+        Route("/compare/preferences", post_preference, methods=["POST"]),
         Route("/runs/{run_id}", run_page),
         Route("/runs/{run_id}/report", report_file),
         Route("/runs/{run_id}/items", items_page),

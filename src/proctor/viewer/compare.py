@@ -6,6 +6,10 @@ Items are matched by `kind|candidate|question_id` when an item carries a candida
 (so a changed model behind the same candidate name still matches), else by their store key (content-
 derived: the same work in two runs has the same key). Only binary outcomes are compared: a verdict
 "correct"/"incorrect", or a score cut at 0.5 (the meta-evaluation's rule).
+
+Humans can say which run's answer to a flipped item is better (A / B / tie, stored as labels keyed by the
+pair, see `proctor.viewer.labels.PreferencePair`); `preference_summary` counts the current preferences and
+tests A against B with a two-sided sign test (ties left out).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from proctor.viewer import items as items_q
+from proctor.viewer.labels import Label, PreferencePair, swap_preference
 from proctor.viewer.metaeval import THRESHOLD
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -114,10 +119,48 @@ def paired_interval(a: np.ndarray, b: np.ndarray, *, seed: int = BOOTSTRAP_SEED)
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: `wins` of `wins + losses` as a binomial with p = 1/2 (1.0 with none)."""
+    m = wins + losses
+    return 1.0 if m == 0 else float(binomtest(min(wins, losses), m, 0.5).pvalue)
+
+
 def mcnemar_exact(gained: int, lost: int) -> float:
-    """Two-sided exact McNemar p-value: the discordant pairs as a binomial with p = 1/2."""
-    m = gained + lost
-    return 1.0 if m == 0 else float(binomtest(min(gained, lost), m, 0.5).pvalue)
+    """Two-sided exact McNemar p-value: the sign test on the discordant pairs."""
+    return sign_test(gained, lost)
+
+
+@dataclass
+class PreferenceSummary:
+    a: int = 0  # current preferences for run A's answer (one per pair and annotator)
+    b: int = 0
+    tie: int = 0
+    p_sign: float = 1.0  # two-sided sign test of a against b, ties left out
+    # pair key as shown (A = the page's run A) -> [(annotator, "a" | "b" | "tie", note)]
+    by_pair: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
+
+
+def preference_summary(run_a: str, run_b: str, labels: list[Label]) -> PreferenceSummary:
+    """The current preference labels between `run_a` and `run_b` (labels of the pair's canonical first run;
+    each (pair, annotator)'s latest), in the page's orientation: "a" means run_a's answer."""
+    out = PreferenceSummary()
+    for lab in labels:
+        pair = PreferencePair.parse(lab.item_key)
+        if pair is None or {pair.run_a, pair.run_b} != {run_a, run_b}:
+            continue
+        shown = lab.label
+        if pair.run_a != run_a:  # stored with the runs the other way round
+            pair = PreferencePair(pair.run_b, pair.item_b, pair.run_a, pair.item_a)
+            shown = swap_preference(lab.label)
+        out.by_pair.setdefault((pair.item_a, pair.item_b), []).append((lab.annotator, shown, lab.note))
+        if shown == "a":
+            out.a += 1
+        elif shown == "b":
+            out.b += 1
+        else:
+            out.tie += 1
+    out.p_sign = sign_test(out.a, out.b)
+    return out
 
 
 def compare(run_a: str, conn_a: sqlite3.Connection, run_b: str, conn_b: sqlite3.Connection) -> Comparison:

@@ -12,6 +12,12 @@ extra fields `annotator`, `time` and `note` are kept:
      "note": ""}    (one line in the file)
 
 Import also accepts reckon's `{"candidate": ..., "unit_id": ..., "label": ...}` form.
+
+A pairwise preference between two runs' answers to the same item (the compare page) is a label too: its
+`item_id` is `pref:["<run A>","<item key in A>","<run B>","<item key in B>"]` with the pair in canonical
+order (run ids sorted, so comparing B with A names the same pair), its label `a`, `b` or `tie` for that
+order, and it is stored in the labels of the pair's first run. Its export line also carries `run_a`,
+`item_a`, `run_b`, `item_b` and `preferred` (the run id, or "tie").
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -29,7 +35,9 @@ from pydantic import BaseModel, Field, field_validator
 LABELS_FILE = "labels.sqlite"
 BINARY = ("correct", "incorrect", "unsure")
 RATING = ("1", "2", "3", "4")
-Scale = Literal["binary", "rating"]
+PREFERENCE = ("a", "b", "tie")
+PREFERENCE_PREFIX = "pref:"
+Scale = Literal["binary", "rating", "preference"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS labels (
@@ -49,7 +57,45 @@ def scale_for(kind: str) -> Scale:
 
 
 def allowed(scale: Scale) -> tuple[str, ...]:
-    return RATING if scale == "rating" else BINARY
+    return {"rating": RATING, "preference": PREFERENCE}.get(scale, BINARY)
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    """Two runs' items compared by a human: the label key of a preference between them."""
+
+    run_a: str
+    item_a: str
+    run_b: str
+    item_b: str
+
+    @property
+    def key(self) -> str:
+        parts = [self.run_a, self.item_a, self.run_b, self.item_b]
+        return PREFERENCE_PREFIX + json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, key: str) -> PreferencePair | None:
+        if not key.startswith(PREFERENCE_PREFIX):
+            return None
+        try:
+            parts = json.loads(key[len(PREFERENCE_PREFIX) :])
+        except json.JSONDecodeError:
+            return None
+        if not (isinstance(parts, list) and len(parts) == 4 and all(isinstance(p, str) for p in parts)):
+            return None
+        return cls(*parts)
+
+    def canonical(self) -> tuple[PreferencePair, bool]:
+        """The pair in stored order (by run id, then item key), and whether that swapped A and B."""
+        if (self.run_a, self.item_a) <= (self.run_b, self.item_b):
+            return self, False
+        return PreferencePair(self.run_b, self.item_b, self.run_a, self.item_a), True
+
+
+def swap_preference(label: str) -> str:
+    """The same preference seen with A and B swapped."""
+    return {"a": "b", "b": "a"}.get(label, label)
 
 
 class LabelIn(BaseModel):
@@ -65,8 +111,8 @@ class LabelIn(BaseModel):
     @classmethod
     def _normalise(cls, v: object) -> str:
         text = str(v).strip().lower()
-        if text not in BINARY + RATING:
-            raise ValueError(f"label must be one of {', '.join(BINARY + RATING)}, not {v!r}")
+        if text not in BINARY + RATING + PREFERENCE:
+            raise ValueError(f"label must be one of {', '.join(BINARY + RATING + PREFERENCE)}, not {v!r}")
         return text
 
     @field_validator("annotator", mode="before")
@@ -176,19 +222,18 @@ class LabelStore:
 
 def export_lines(labels: Iterable[Label]) -> Iterator[str]:
     for lab in labels:
-        yield (
-            json.dumps(
-                {
-                    "item_id": lab.item_key,
-                    "label": lab.label,
-                    "annotator": lab.annotator,
-                    "time": lab.created,
-                    "note": lab.note,
-                },
-                ensure_ascii=False,
-            )
-            + "\n"
-        )
+        rec: dict[str, object] = {
+            "item_id": lab.item_key,
+            "label": lab.label,
+            "annotator": lab.annotator,
+            "time": lab.created,
+            "note": lab.note,
+        }
+        pair = PreferencePair.parse(lab.item_key)
+        if pair is not None:
+            preferred = {"a": pair.run_a, "b": pair.run_b}.get(lab.label, lab.label)
+            rec |= {**asdict(pair), "preferred": preferred}
+        yield json.dumps(rec, ensure_ascii=False) + "\n"
 
 
 class LabelFileError(ValueError):

@@ -61,10 +61,8 @@
     return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable);
   }
 
-  // --- item browser --------------------------------------------------------------------------------
-  function itemsPage() {
-    var run = body.dataset.run;
-    var rows = Array.prototype.slice.call(document.querySelectorAll("tr.item"));
+  // A selected row among `rows` (click, j / k, arrows); returns {rows, at(), select(i)}.
+  function cursor(rows) {
     var at = 0;
     function select(i) {
       if (!rows.length) return;
@@ -75,19 +73,34 @@
     }
     rows.forEach(function (r, j) { r.addEventListener("click", function () { select(j); }); });
     select(0);
+    return {
+      at: function () { return at; },
+      select: select,
+      move: function (ev) {  // j / k / arrows: true when the key moved the selection
+        if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); select(at + 1); return true; }
+        if (ev.key === "k" || ev.key === "ArrowUp") { ev.preventDefault(); select(at - 1); return true; }
+        return false;
+      },
+    };
+  }
+
+  // --- item browser --------------------------------------------------------------------------------
+  function itemsPage() {
+    var run = body.dataset.run;
+    var rows = Array.prototype.slice.call(document.querySelectorAll("tr.item"));
+    var cur = cursor(rows);
     document.addEventListener("keydown", function (ev) {
       if (typing(ev) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
       if (ev.key === "/") { ev.preventDefault(); document.getElementById("q").focus(); return; }
-      if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); select(at + 1); return; }
-      if (ev.key === "k" || ev.key === "ArrowUp") { ev.preventDefault(); select(at - 1); return; }
+      if (cur.move(ev)) return;
       if (!rows.length) return;
-      var row = rows[at];
+      var at = cur.at(), row = rows[at];
       if (ev.key === "o" || ev.key === "Enter") { row.querySelector("a.open").click(); return; }
       var label = labelFor(ev, row.dataset.scale);
       if (!label) return;
       ev.preventDefault();
       if (!annotator()) return;
-      select(at + 1);  // move on at once: the next key labels the next row
+      cur.select(at + 1);  // move on at once: the next key labels the next row
       postLabel(run, row.dataset.key, label, "", function (lab) {
         var cell = row.querySelector("td.labels");
         Array.prototype.slice.call(cell.children).forEach(function (c) {
@@ -127,6 +140,52 @@
     });
   }
 
+  // --- pairwise preference (compare page) ---------------------------------------------------------
+  function comparePage() {
+    var PREF = { a: "a", b: "b", t: "tie" };
+    var rows = Array.prototype.slice.call(document.querySelectorAll("tr.flip"));
+    var cur = cursor(rows);
+    function prefer(row, label) {
+      var who = annotator();
+      if (!who) return;
+      fetch("/compare/preferences", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+        body: JSON.stringify({ run_a: body.dataset.runA, item_a: row.dataset.keyA, run_b: body.dataset.runB,
+                               item_b: row.dataset.keyB, label: label, annotator: who }),
+      }).then(function (r) {
+        return r.json().then(function (j) { return { ok: r.ok, body: j }; });
+      }).then(function (res) {
+        if (!res.ok) { toast(res.body.error || "preference not stored", true); return; }
+        var cell = row.querySelector("div.prefs");
+        Array.prototype.slice.call(cell.children).forEach(function (c) {
+          if (c.textContent.indexOf(res.body.annotator + ": ") === 0) cell.removeChild(c);
+        });
+        var s = document.createElement("span");
+        s.className = "chip neutral";
+        s.textContent = res.body.annotator + ": " + (label === "tie" ? "tie" : label.toUpperCase());
+        cell.appendChild(s);
+        toast("preferred " + (label === "tie" ? "neither (tie)" : label.toUpperCase()));
+      }).catch(function (e) { toast("preference not stored: " + e, true); });
+    }
+    rows.forEach(function (row) {
+      Array.prototype.forEach.call(row.querySelectorAll("[data-pref]"), function (b) {
+        b.addEventListener("click", function (ev) { ev.stopPropagation(); prefer(row, b.dataset.pref); });
+      });
+    });
+    document.addEventListener("keydown", function (ev) {
+      if (typing(ev) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (cur.move(ev) || !rows.length) return;
+      var label = PREF[ev.key];
+      if (!label) return;
+      ev.preventDefault();
+      var at = cur.at();
+      if (!annotator()) return;
+      prefer(rows[at], label);
+      cur.select(at + 1);
+    });
+  }
+
   // --- labels import (meta-evaluation page) ---------------------------------------------------------
   var file = document.getElementById("import-file");
   if (file) {
@@ -147,5 +206,6 @@
 
   if (body.dataset.page === "items") itemsPage();
   if (body.dataset.page === "item") itemPage();
+  if (body.dataset.page === "compare") comparePage();
   if (body.dataset.live) setTimeout(function () { location.reload(); }, 1000 * Number(body.dataset.live));
 })();
