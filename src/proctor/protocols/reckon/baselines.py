@@ -27,6 +27,7 @@ from proctor.errors import UserError
 from proctor.prompts import prompt_version
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.questions import leaked_values, redact
 from proctor.protocols.reckon.units import KnowledgeUnit
 from proctor.protocols.shared.answers import AnswerItem, AnswerTask, answer_questions
 from proctor.protocols.shared.judges import JUDGE_NAMES, JudgeKind, judge_answers
@@ -68,6 +69,13 @@ def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, qkey: str) -> str
     return work_key("ba", ctx.candidate_identity(ccfg), qkey)
 
 
+def _blank_leaks(q: BaselineQuestion, unit: KnowledgeUnit) -> BaselineQuestion:
+    """The same rule as RECKON's questions: numbers of the unit the question gives away are blanked out,
+    so a candidate that repeats the question is not credited with them (the two methods stay comparable)."""
+    values = leaked_values([unit], q.question).get(unit.unit_id)
+    return q.model_copy(update={"question": redact(q.question, values)}) if values else q
+
+
 async def run_baselines(
     ctx: RunContext[Config],
     units: list[KnowledgeUnit],
@@ -83,6 +91,7 @@ async def run_baselines(
         chunk = chunks.get(u.chunk_id or "")
         return chunk.text if chunk is not None else (u.evidence or u.description)
 
+    by_id = {u.unit_id: u for u in units}
     tasks = [
         QuestionTask(
             work_key("bq", u.unit_id, u.chunk_id, version, examiner.provider.identity(), ctx.config.seed),
@@ -104,6 +113,7 @@ async def run_baselines(
         role=ROLES["question"],
         description="baseline: per-unit questions",
         tidy=lambda text: " ".join(text.split()),
+        finish=lambda t, q: _blank_leaks(q, by_id[t.unit_id or ""]),
     )
     questions = {o.unit.unit_id: o.value for o in written if o.value is not None}
 

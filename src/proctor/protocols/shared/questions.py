@@ -85,8 +85,10 @@ async def write_questions(
     role: str = "examiner",
     description: str = "writing questions",
     tidy: Callable[[str], str] = strip,
+    finish: Callable[[QuestionTask, Q], Q] | None = None,
 ) -> list[Outcome[QuestionTask, Q]]:
-    """Ask `model` (as `role`) for one question + reference answer per task with the JSON schema."""
+    """Ask `model` (as `role`) for one question + reference answer per task with the JSON schema;
+    `finish` may amend each question before it is stored (a protocol's own check)."""
 
     async def write(t: QuestionTask) -> Q:
         c = await model.generate(
@@ -96,7 +98,7 @@ async def write_questions(
             seed=t.seed,
             max_tokens=max_tokens,
         )
-        return output(
+        q = output(
             question_id=t.key,
             question=tidy(str(c.parsed["question"])),
             reference_answer=tidy(str(c.parsed["answer"])),
@@ -106,6 +108,7 @@ async def write_questions(
             generator=model.spec,
             prompt_version=prompt_version,
         )
+        return finish(t, q) if finish is not None else q
 
     return await ctx.map(
         description,
