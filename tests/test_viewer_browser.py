@@ -237,3 +237,20 @@ def test_hostile_reply_renders_as_text(served: tuple[str, str, str, Path], page:
     page.goto(f"{url}/compare?a={a}&b={b}")
     assert PAYLOAD in page.locator("#flips").inner_text()
     harmless("compare page")
+
+
+def test_compare_preference_keys_store_and_sum_up(served: tuple[str, str, str, Path], page: Page) -> None:
+    url, a, b, root = served
+    page.goto(f"{url}/compare?a={a}&b={b}")
+    page.fill("#annotator", "pia")
+    rows = page.locator("#flips tbody tr.flip")
+    rows.nth(0).locator("td").nth(1).click()  # select the first row (and leave the name field)
+    page.keyboard.press("b")  # B's answer is better; the selection moves on to the next row
+    rows.nth(0).locator(".prefs .chip", has_text="pia: B").wait_for()
+    page.keyboard.press("t")  # the same item pair under the next judge: now a tie (the latest counts)
+    rows.nth(1).locator(".prefs .chip", has_text="pia: tie").wait_for()
+    first = min(a, b)
+    stored = [r for r in _labels(root / first) if r[0].startswith("pref:") and r[1] == "pia"]
+    assert [r[2] for r in stored] == ["b" if first == a else "a", "tie"]
+    page.reload()
+    assert page.locator("#prefs-summary").inner_text().startswith("A preferred 0 · B preferred 0 · tie 1")
