@@ -19,6 +19,43 @@ JUDGE_NAMES: dict[JudgeKind, str] = {
 }
 
 
+async def judge_answer(
+    a: AnswerItem,
+    *,
+    kind: JudgeKind,
+    model: Model,
+    rules: bool = False,
+    quantity_guard: bool = False,
+) -> Judgment:
+    """One answer's judgment: score 1/0 and the deciding method in its data — `llm`, or with `rules` the
+    rule of `proctor.judging.equivalence` that was sure (no model call); with `quantity_guard`, an LLM
+    "correct" on an answer that states none of the reference's numbers becomes "incorrect"
+    (`reference_quantity_missing`, the LLM's reason kept). The one judging path of qa, the baselines and
+    bench/judge_agreement.py."""
+    if kind == "without_reference":
+        v = await judge_without_reference(model, question=a.question, answer=a.answer)
+        return Judgment(
+            verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason, data={"method": "llm"}
+        )
+    rule = decide(a.answer, a.reference_answer) if rules else None
+    if rule is not None:
+        return Judgment(
+            verdict="correct", score=1.0, reason=f"{rule.method}: {rule.detail}", data={"method": rule.method}
+        )
+    v = await judge_with_reference(model, question=a.question, answer=a.answer, reference=a.reference_answer)
+    guard = missing_quantities(a.answer, a.reference_answer) if quantity_guard and v.correct else None
+    if guard is not None:
+        return Judgment(
+            verdict="incorrect",
+            score=0.0,
+            reason=f"{guard.method}: {guard.detail} (the judge said correct: {v.reason})",
+            data={"method": guard.method},
+        )
+    return Judgment(
+        verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason, data={"method": "llm"}
+    )
+
+
 async def judge_answers(
     ctx: RunContext[Any],
     answers: Sequence[tuple[str, AnswerItem]],
@@ -30,40 +67,10 @@ async def judge_answers(
     rules: bool = False,
     quantity_guard: bool = False,
 ) -> list[Outcome[tuple[str, AnswerItem], Judgment]]:
-    """Judge each (answer key, answer); stored as judgments named `JUDGE_NAMES[kind]` with score 1/0 and
-    the deciding method in their data: `llm`, or — with `rules` — the rule of `proctor.judging.equivalence`
-    that was sure, which decides without a model call; with `quantity_guard`, an LLM "correct" on an
-    answer that states none of the reference's numbers becomes "incorrect" (`reference_quantity_missing`,
-    the LLM's reason kept)."""
+    """Judge each (answer key, answer) with `judge_answer`; stored as judgments named `JUDGE_NAMES[kind]`."""
 
     async def judge(unit: tuple[str, AnswerItem]) -> Judgment:
-        a = unit[1]
-        if kind == "with_reference":
-            # A rule that is sure decides without a model call; everything else goes to the LLM.
-            rule = decide(a.answer, a.reference_answer) if rules else None
-            if rule is not None:
-                return Judgment(
-                    verdict="correct",
-                    score=1.0,
-                    reason=f"{rule.method}: {rule.detail}",
-                    data={"method": rule.method},
-                )
-            v = await judge_with_reference(
-                model, question=a.question, answer=a.answer, reference=a.reference_answer
-            )
-            guard = missing_quantities(a.answer, a.reference_answer) if quantity_guard and v.correct else None
-            if guard is not None:
-                return Judgment(
-                    verdict="incorrect",
-                    score=0.0,
-                    reason=f"{guard.method}: {guard.detail} (the judge said correct: {v.reason})",
-                    data={"method": guard.method},
-                )
-        else:
-            v = await judge_without_reference(model, question=a.question, answer=a.answer)
-        return Judgment(
-            verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason, data={"method": "llm"}
-        )
+        return await judge_answer(unit[1], kind=kind, model=model, rules=rules, quantity_guard=quantity_guard)
 
     return await ctx.judge(
         description or f"judging ({kind.replace('_', ' ')})",
