@@ -39,7 +39,7 @@ def test_good_config_resolves_corpus_relative_to_file(tmp_path: Path) -> None:
     ("text", "needles"),
     [
         (GOOD + "colour: red\n", ["unknown field 'colour'", "remove it"]),
-        (GOOD.replace("retriever: bm25", "retriever: bm25, kk: 3"), ["unknown field 'candidates.0.kk'"]),
+        (GOOD.replace("retriever: bm25", "retriever: bm25, kk: 3"), ["unknown field 'candidates[0].kk'"]),
         ("protocol: qa\ncorpus: {path: d}\nmodels: {a: bogus/x}\n", ["models.a.spec", "openai/<model>"]),
         (GOOD.replace("model: b", "model: zz"), ["candidates[0].model", "'zz'"]),
         (GOOD.replace("examiner: a", "examiner: q"), ["roles.examiner", "'q'"]),

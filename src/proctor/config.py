@@ -200,9 +200,9 @@ def _describe_errors(err: ValidationError, prefix: str = "") -> str:
     parts = []
     for e in err.errors()[:5]:
         locs = [prefix, *(str(p) for p in e["loc"])] if prefix else [str(p) for p in e["loc"]]
-        loc = ".".join(locs)
+        loc = _join(locs)
         if e["type"] == "extra_forbidden":
-            parent = ".".join(locs[:-1]) or "the top level"
+            parent = _join(locs[:-1]) or "the top level"
             parts.append(f"unknown field '{loc}' — remove it or fix its spelling (at {parent})")
         elif e["type"] == "missing":
             parts.append(f"field '{loc}' is required — add it")
@@ -212,6 +212,14 @@ def _describe_errors(err: ValidationError, prefix: str = "") -> str:
             parts.append(f"field '{loc}': {e['msg'].removeprefix('Value error, ')}")
     more = f" (and {len(err.errors()) - 5} more)" if len(err.errors()) > 5 else ""
     return "; ".join(parts) + more
+
+
+def _join(locs: list[str]) -> str:
+    """`suite.members[1].exam.num_questions`: list positions in brackets, as YAML users index them."""
+    out = ""
+    for part in locs:
+        out += f"[{part}]" if part.isdigit() and out else (f".{part}" if out else part)
+    return out
 
 
 def _format_validation_error(path: Path, err: ValidationError) -> str:

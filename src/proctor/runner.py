@@ -56,16 +56,28 @@ async def check_servers(config: RunConfig) -> None:
             await check_reachable(m.base_url or DEFAULT_BASE_URL, f"models.{name}.base_url")
 
 
-def _run_dir(config: RunConfig, out: Path, resume: bool) -> Path:
-    prefix = f"{config.run_name}-{config.config_hash()[:8]}-"
+def _prefix(config: RunConfig) -> str:
+    return f"{config.run_name}-{config.config_hash()[:8]}-"
+
+
+def latest_run_dir(config: RunConfig, out: Path) -> Path | None:
+    """The latest run folder of this config under `out` (what `--resume` continues), or None."""
+    previous = sorted(p for p in out.glob(_prefix(config) + "*") if (p / "run.sqlite").exists())
+    return previous[-1] if previous else None
+
+
+def run_dir_for(config: RunConfig, out: Path, resume: bool) -> Path:
+    """The folder of a run: a new one named `<name>-<config hash>-<timestamp>`, or with `resume` the
+    latest earlier one (a UserError when there is none)."""
+    prefix = _prefix(config)
     if resume:
-        previous = sorted(p for p in out.glob(prefix + "*") if (p / "run.sqlite").exists())
-        if not previous:
+        previous = latest_run_dir(config, out)
+        if previous is None:
             raise UserError(
                 f"--resume: no earlier run of this config under {out} (looked for {prefix}*). "
                 f"Run without --resume to start one, or pass the --out folder the earlier run used."
             )
-        return previous[-1]
+        return previous
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = out / (prefix + stamp)
     n = 1
@@ -84,12 +96,15 @@ def run_config(
 ) -> RunResult:
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     protocol = get_protocol(cfg.protocol)
+    if protocol.compose is not None:
+        result: RunResult = protocol.compose(cfg, out=Path(out), resume=resume, show_progress=show_progress)
+        return result
     missing = protocol.missing_role(cfg.roles)
     if missing:
         raise UserError(f"{missing}.")
     models = build_models(cfg)
     asyncio.run(check_servers(cfg))
-    run_dir = _run_dir(cfg, Path(out), resume)
+    run_dir = run_dir_for(cfg, Path(out), resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(run_dir / "proctor.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))

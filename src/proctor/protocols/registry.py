@@ -41,6 +41,9 @@ class Protocol(Generic[S]):
     settings: type[S]
     roles: tuple[Role, ...]
     run: Callable[[RunContext[S]], Awaitable[dict[str, Any]]]
+    # A protocol made of other runs (the suite): the runner calls `compose(config, out=, resume=,
+    # show_progress=)` instead of opening a run context, and returns what it returns (a RunResult).
+    compose: Callable[..., Any] | None = None
 
     @property
     def package_dir(self) -> Path:

@@ -1,0 +1,108 @@
+"""The `suite:` section of a run config: the member protocols, run in order over the suite's corpus,
+models and candidates, and the topic model of the knowledge map."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, create_model, model_validator
+
+SUITE = "suite"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Member(Strict):
+    """One member run: `{protocol: exam, exam: {...}}`; the section named after the protocol holds its
+    options, exactly as in a config of that protocol alone."""
+
+    protocol: str = Field(description="the member's protocol: qa, exam, reckon, ... (not suite)")
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="the member's label and run-name suffix (default: its protocol); unique in the suite",
+    )
+    roles: dict[str, str] = Field(
+        default_factory=dict,
+        description="roles for this member only, over the suite's `roles` (e.g. another judge)",
+    )
+    settings: SerializeAsAny[BaseModel] | None = Field(
+        None, description="the member's protocol section, validated by that protocol"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _section(cls, data: Any) -> Any:
+        """Validate the section named after the protocol with that protocol's own config class, so an
+        error names `members[i].<protocol>.<option>`."""
+        if not isinstance(data, dict) or not isinstance(data.get("protocol"), str):
+            return data
+        from proctor.protocols.registry import protocol_config_class
+
+        name = data["protocol"]
+        if name == SUITE:
+            raise ValueError("a suite cannot be a member of a suite")
+        if "settings" in data:
+            raise ValueError(f"unknown field 'settings' — put the member's options under `{name}:`")
+        try:
+            section_cls = protocol_config_class(name)
+        except ValueError as e:
+            raise ValueError(str(e)) from None
+        # `protocol` also names the section, so the model is made per protocol (a valid identifier).
+        shape: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"Member_{re.sub(r'[^A-Za-z0-9_]', '_', name)}",
+            __config__=ConfigDict(extra="forbid"),
+            protocol=(str, ...),
+            name=(str | None, None),
+            roles=(dict[str, str], {}),
+            **{name: (section_cls, None)},
+        )
+        checked: Any = shape.model_validate(data)
+        section = getattr(checked, name)
+        return {
+            "protocol": name,
+            "name": checked.name,
+            "roles": checked.roles,
+            "settings": section if section is not None else section_cls(),
+        }
+
+    @property
+    def label(self) -> str:
+        return self.name or self.protocol
+
+
+class TopicsConfig(Strict):
+    """The topic model of the knowledge map: k-means on the chunk embeddings (the run's `embedder`),
+    each topic named by its top TF-IDF terms."""
+
+    k: int | None = Field(
+        None, ge=1, le=1000, description="number of topics; default round(sqrt(chunks / 2)), at least 1"
+    )
+    top_terms: int = Field(3, ge=1, le=10, description="TF-IDF terms that name each topic")
+
+
+class Config(Strict):
+    """A suite: several protocols run one after the other over one corpus, one candidate set and one
+    call cache, each as its own run (folder, report); then a knowledge map of candidates x topics from
+    every member's judged items."""
+
+    members: list[Member] = Field(
+        min_length=1,
+        description="the member runs, in order: each `{protocol: <name>, <name>: {its options}}`, "
+        "optionally with `name` and `roles`",
+    )
+    topics: TopicsConfig = Field(default_factory=TopicsConfig, description="the topic model")
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> Config:
+        seen: set[str] = set()
+        for i, m in enumerate(self.members):
+            if m.label in seen:
+                raise ValueError(
+                    f"members[{i}]: a second member labelled '{m.label}'; give it its own `name`"
+                )
+            seen.add(m.label)
+        return self

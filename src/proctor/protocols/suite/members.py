@@ -1,0 +1,57 @@
+"""From a suite config to its members' run configs: each member is an ordinary run config of its protocol
+with the suite's corpus, models, embedder, candidates, seed, call cache and budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from proctor.config import RunConfig, _describe_errors
+from proctor.errors import UserError
+from proctor.protocols.registry import get_protocol
+from proctor.protocols.suite.config import Config, Member
+
+SHARED_EXCLUDE = {"protocol", "name", "roles", "settings"}
+
+
+def member_where(i: int, m: Member) -> str:
+    return f"suite.members[{i}] ({m.label})"
+
+
+def member_config(cfg: RunConfig, i: int, m: Member) -> RunConfig:
+    """The run config of member `i`. Roles are the suite's `roles` that the member's protocol has, then
+    the member's own `roles` over them; a required role left out is a UserError naming the member."""
+    protocol = get_protocol(m.protocol)
+    declared = {r.name for r in protocol.roles}
+    roles = {k: v for k, v in cfg.roles.items() if k in declared} | m.roles
+    where = member_where(i, m)
+    missing = protocol.missing_role(roles)
+    if missing:
+        raise UserError(f"{where}: {missing}. Add it to the suite's `roles` or to the member's `roles`.")
+    shared: dict[str, Any] = cfg.model_dump(mode="json", exclude=SHARED_EXCLUDE)
+    settings = m.settings.model_dump(mode="json") if m.settings is not None else {}
+    data = {
+        **shared,
+        "protocol": m.protocol,
+        "name": f"{cfg.run_name}-{m.label}"[:64],
+        "roles": roles,
+        m.protocol: settings,
+    }
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(f"{where}: invalid member config: {_describe_errors(e)}.") from None
+
+
+def member_configs(cfg: RunConfig) -> list[RunConfig]:
+    """Every member's run config, in order; config mistakes surface before any member runs."""
+    settings = cfg.settings
+    if not isinstance(settings, Config):
+        raise TypeError("member_configs needs a suite config")
+    if not cfg.embedder:
+        raise UserError(
+            "embedder: a suite's knowledge map clusters the corpus's chunk embeddings into topics, so it "
+            "needs `embedder` (e.g. `embedder: local/all-minilm-l6-v2`)."
+        )
+    return [member_config(cfg, i, m) for i, m in enumerate(settings.members)]
