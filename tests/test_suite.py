@@ -381,3 +381,96 @@ def test_demo_config_validates() -> None:
     members = member_configs(cfg)
     assert [m.protocol for m in members] == ["qa", "exam", "reckon"]
     assert all(m.cache_dir == cfg.cache_dir and m.candidates == cfg.candidates for m in members)
+
+
+def test_resume_continues_the_members_and_the_suite(suite_config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    first = run_config(suite_config, out=out, show_progress=False)
+    again = run_config(suite_config, out=out, resume=True, show_progress=False)
+    assert again.run_dir == first.run_dir
+    assert len(list(out.iterdir())) == 3  # qa, exam, the suite: no new folder
+    assert again.summary["map"] == first.summary["map"]
+
+
+def test_reckon_evidence_reads_judged_units_on_their_chunks(tmp_path: Path) -> None:
+    from proctor.protocols.reckon.run import ReckonItem
+    from proctor.protocols.reckon.units import KnowledgeUnit
+    from proctor.protocols.suite.evidence import member_evidence
+    from proctor.store import RunStore
+
+    store = RunStore(tmp_path / "run.sqlite")
+    for uid, chunks in (("u1", ["c1"]), ("u2", ["c1", "c2"]), ("u3", [])):
+        unit = KnowledgeUnit(
+            unit_id=uid, type="fact", keyword=uid, description="d", chunk_id=None, chunk_ids=chunks
+        )
+        store.put_item(uid, KnowledgeUnit.KIND, unit.model_dump(mode="json"))
+    for uid, status in (("u1", "correct"), ("u2", "incorrect"), ("u3", "uncovered")):
+        item = ReckonItem(
+            item_id=f"{uid}@cand",
+            candidate="cand",
+            unit_id=uid,
+            keyword=uid,
+            unit_type="fact",
+            cluster=None,
+            status=status,
+            round=1,
+            times_asked=1,
+            history=[],
+            question_id=None,
+            question_type=None,
+            excerpt=None,
+            reason=None,
+            baseline_answer_key=None,
+            scores={},
+        )
+        store.put_item(item.item_id, ReckonItem.KIND, item.model_dump(mode="json"))
+    cfg = RunConfig.model_validate(
+        {
+            "protocol": "reckon",
+            "corpus": {"path": "docs"},
+            "models": {"m": "scripted/x"},
+            "roles": {"examiner": "m", "judge": "m"},
+            "candidates": [{"name": "cand", "model": "m"}],
+        }
+    )
+    ev = member_evidence(store, cfg)
+    store.close()
+    assert [(e.item, e.chunk_ids, e.correct) for e in ev.items] == [
+        ("u1@cand", ("c1",), True),
+        ("u2@cand", ("c1", "c2"), False),
+    ]
+    assert ev.unjudged == 1  # the uncovered unit has no verdict
+
+
+def test_exam_pipelines_map_to_candidates_by_identity(tmp_path: Path) -> None:
+    """A grid cell with a candidate's model, retriever and k replaces the candidate's own pipeline
+    (the exam grades one of them); it still counts for the candidate. Other cells stay out of the map."""
+    from proctor.protocols.suite.evidence import _exam_subjects
+    from proctor.store import RunStore
+
+    store = RunStore(tmp_path / "run.sqlite")
+    pipes = [
+        {"name": "m/closed_book/icl0", "model": "m", "retriever": "closed_book", "k": 3, "icl": 0},
+        {"name": "m/closed_book/icl1", "model": "m", "retriever": "closed_book", "k": 3, "icl": 1},
+        {"name": "m/bm25/icl0", "model": "m", "retriever": "bm25", "k": 3, "icl": 0},
+        {"name": "rag/icl0", "model": "m", "retriever": "bm25", "k": 1, "icl": 0},
+        {"name": "svc", "model": "", "retriever": "own", "k": 0, "icl": 0},
+    ]
+    store.put_artifact("exam_pipelines", pipes)
+    cfg = RunConfig.model_validate(
+        {
+            "protocol": "exam",
+            "corpus": {"path": "docs"},
+            "models": {"m": "scripted/x"},
+            "roles": {"examiner": "m"},
+            "candidates": [
+                {"name": "closed", "model": "m"},
+                {"name": "rag", "model": "m", "retriever": "bm25", "k": 1},
+                {"name": "svc", "python": "x:y"},
+            ],
+        }
+    )
+    of, others = _exam_subjects(store, cfg)
+    store.close()
+    assert of == {"m/closed_book/icl0": "closed", "rag/icl0": "rag", "svc": "svc"}
+    assert others == ["m/closed_book/icl1", "m/bm25/icl0"]

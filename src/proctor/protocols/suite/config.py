@@ -30,7 +30,9 @@ class Member(Strict):
         description="roles for this member only, over the suite's `roles` (e.g. another judge)",
     )
     settings: SerializeAsAny[BaseModel] | None = Field(
-        None, description="the member's protocol section, validated by that protocol"
+        None,
+        description="not a YAML key: the member's options go under its protocol's name (`exam: {...}`), "
+        "validated by that protocol; `proctor options <protocol>` lists them",
     )
 
     @model_validator(mode="before")
