@@ -126,6 +126,22 @@ def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeyp
         # No number in the reference (a pronoun "one" is not one): the guard has nothing to require.
         ("Almost every home has a pressure cooker.", "Almost every household owns one.", False),
         ("It is called storm green.", "Its colour is known as storm green.", False),
+        # Another year, another number in the same unit (or both without one): sure.
+        ("The crown granted it in 1578.", "1587", True),
+        ("By about 12 percent.", "22 percent", True),
+        ("Longer than 5 cm.", "longer than 50 cm", True),
+        ("About 58.", "about 85", True),
+        ("Every five years.", "every four years", True),
+        ("The salt tax is two skell.", "The salt tax is nine pennocks.", True),
+        ("The text does not say.", "23", True),
+        ("The Orrinsford Institute.", "the Orrinsford Institute, in 1937", True),
+        # Written another way — words, other units, spans: left to the LLM.
+        ("Nine hundred barrels of salted fish a year.", "900 barrels of salt fish", False),
+        ("thirty-eight km", "38 kilometres", False),
+        ("half an hour", "30 minutes", False),
+        ("once a fortnight", "every 14 days", False),
+        ("190 mm", "19 centimetres", False),
+        ("1.092 km", "1,092 metres", False),
     ],
 )
 def test_quantity_guard_vetoes_only_answers_without_the_references_numbers(

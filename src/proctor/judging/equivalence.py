@@ -133,15 +133,78 @@ def _all_numbers(text: str) -> set[float]:
     return out
 
 
+# Words that make an answer numeric without digits: a fraction, a span, a count ("half an hour", "within a
+# week", "every other year", "nine hundred"). An answer with any of them is left to the LLM.
+_NUMERIC_WORDS = re.compile(
+    r"\b(?:"
+    + "|".join(w for w in _WORDS if " " not in w)
+    + r"|half|third|quarter|fifth|tenth|hundred|thousand|"
+    r"million|billion|score|fortnight|week|weeks|month|months|year|years|decade|decades|century|centuries|"
+    r"day|days|hour|hours|minute|minutes|percent|per cent|couple|few|several|dozens?)\b",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+
+
+_NUMBER_WORD = "|".join(w for w in _WORDS if " " not in w)
+_A_NUMBER_WORD = re.compile(rf"\b(?P<w>{_NUMBER_WORD})\b(?:\s+(?P<unit>[a-z%]+))?")
+_COMPOUND_BEFORE = re.compile(rf"(?:\b(?:{_NUMBER_WORD})(?:\s+and)?\s+|-)$")
+_COMPOUND_AFTER = re.compile(rf"^(?:-|\s+(?:and\s+)?(?:{_NUMBER_WORD}|thousand|million|billion)\b)")
+
+
+def _lone_number_words(t: str) -> list[Quantity]:
+    """Number words on their own ("two skell", "every five years"), not parts of "thirty-eight" or "nine
+    hundred and sixty", each with the known unit that follows it."""
+    out = []
+    for m in _A_NUMBER_WORD.finditer(t):
+        word_end = m.start() + len(m["w"])
+        if _COMPOUND_BEFORE.search(t[: m.start()]) or _COMPOUND_AFTER.search(t[word_end:]):
+            continue
+        if m["w"] not in _NOT_A_QUANTITY:
+            out.append(Quantity(float(_WORDS[m["w"]]), _UNITS.get((m["unit"] or "").lower())))
+    return out
+
+
+def _plain_quantities(text: str) -> list[Quantity]:
+    """Quantities written with digits, or as one number word on its own, each with its unit (None when no
+    known unit follows). Compound number words are left out: the rules do not read them."""
+    t = text.lower().replace("per cent", "percent")
+    out = []
+    for m in _QUANTITY.finditer(t):
+        value = float(m["num"].replace(",", "")) * _SCALES.get((m["scale"] or "").lower(), 1.0)
+        out.append(Quantity(value, _UNITS.get((m["unit"] or "").lower())))
+    return out + _lone_number_words(t)
+
+
 def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
-    """The guard after an LLM "correct": a decision (meaning "incorrect") when the reference states numbers
-    and the answer states none of them; None otherwise (the LLM's verdict stands)."""
+    """The guard after an LLM "correct": a decision (meaning "incorrect") only when the answer cannot state
+    the reference's numbers — it states no number in any form (no digit, number word, fraction or span), or
+    the reference names a year and the answer names none or another, or the answer states numbers (digits,
+    or a number word on its own) in the reference's unit (or both without one) and none of them is the
+    reference's. Anything written otherwise (compound number words, other units, "half an hour") is left
+    to the LLM. None: the LLM's verdict stands."""
     wanted = stated_numbers(reference)
     if not wanted or _all_numbers(reference) & _all_numbers(answer):
         return None
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))
-    detail = f"the reference states {shown}; the answer none of them"
-    return RuleDecision("reference_quantity_missing", detail)
+    if not re.search(r"\d", answer) and not _NUMERIC_WORDS.search(answer):
+        return RuleDecision(
+            "reference_quantity_missing", f"the reference states {shown}; the answer no number"
+        )
+    years = set(_YEAR.findall(reference))
+    if years and not years & set(_YEAR.findall(answer)):
+        return RuleDecision(
+            "reference_quantity_missing",
+            f"the reference names the year {', '.join(sorted(years))}; the answer does not",
+        )
+    ref_units = {q.unit for q in _plain_quantities(reference)}
+    stated = [q for q in _plain_quantities(answer) if q.unit in ref_units]
+    if stated:
+        other = ", ".join(f"{q.value:g}" for q in stated)
+        return RuleDecision(
+            "reference_quantity_missing", f"the reference states {shown}; the answer {other} instead"
+        )
+    return None
 
 
 def _contains_phrase(words: list[str], phrase: list[str]) -> bool:
