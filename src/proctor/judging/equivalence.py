@@ -12,16 +12,22 @@ LLM judge. No rule ever decides "incorrect".
   four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number;
 * `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887").
 
-One guard runs *after* an LLM judge said "correct", and only ever turns that into "incorrect":
+Guards run *after* an LLM judge said "correct", and only ever turn that into "incorrect" (`veto`), each
+only when sure. A small judge credits confident guesses and near misses; these catch the sure cases:
 
-* `reference_quantity_missing` (`missing_quantities`) — the reference states numbers (digits or number
-  words) and the answer states none of them, in any form the rules above read. A small judge credits
-  answers such as "the temperature is lower there" for "water boils at 91 °C" or a confident other year;
-  an answer that gives none of the reference's numbers cannot state a fact that is a number.
+* `reference_quantity_missing` (`missing_quantities`) — the reference states numbers and the answer
+  cannot state them: it states no number in any form, another year, or another number in the same unit
+  ("the temperature is lower there" for "91 °C"; "1578" for "1587");
+* `reference_term_missing` — a short reference without numbers (a name or term of at most three content
+  words) of which the answer has some words or a near spelling but not all ("Maren Oakhill" for "Maren
+  Oakhalt", "the fog months" for "the grey months"); an answer with none of its words is left to the LLM
+  (a paraphrase: "no charge" for "free");
+* `alternatives_listed` — the answer offers alternatives ("Dunmere, Orrinsford or Kettle Point").
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -205,6 +211,62 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
             "reference_quantity_missing", f"the reference states {shown}; the answer {other} instead"
         )
     return None
+
+
+_TERM_STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "of",
+        "and",
+        "or",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "is",
+        "are",
+        "was",
+    }
+)
+_NEAR_SPELLING = 0.7  # difflib ratio from which a word of the answer is a near miss of a reference word
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in normalize_answer(text.replace("-", " ")).split() if w not in _TERM_STOPWORDS]
+
+
+def missing_term(answer: str, reference: str) -> RuleDecision | None:
+    """`reference_term_missing` (see the module docstring); None when it does not apply."""
+    if stated_numbers(reference):
+        return None
+    wanted = _content_words(reference)
+    if not wanted or len(wanted) > 3:
+        return None
+    have = _content_words(answer)
+    missing = [w for w in wanted if w not in have]
+    if not missing:
+        return None
+    near = [x for m in missing for x in have if difflib.SequenceMatcher(None, m, x).ratio() >= _NEAR_SPELLING]
+    if not near and len(missing) == len(wanted):
+        return None
+    said = f"; it says {', '.join(dict.fromkeys(near))}" if near else ""
+    return RuleDecision("reference_term_missing", f"the answer lacks {', '.join(missing)}{said}")
+
+
+def veto(answer: str, reference: str) -> RuleDecision | None:
+    """The guards after an LLM "correct" (module docstring): the first that is sure, meaning "incorrect";
+    None when the LLM's verdict stands."""
+    if re.search(r"\b(?:or|either)\b", answer, re.IGNORECASE) and not _negated_anywhere(
+        normalize_answer(answer)
+    ):
+        return RuleDecision("alternatives_listed", "the answer offers alternatives")
+    return missing_quantities(answer, reference) or missing_term(answer, reference)
 
 
 def _contains_phrase(words: list[str], phrase: list[str]) -> bool:

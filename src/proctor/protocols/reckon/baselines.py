@@ -141,7 +141,7 @@ async def run_baselines(
                 model=judge,
                 role=ROLES[name],
                 description=f"baseline: judge {kind.replace('_', ' ')}",
-                quantity_guard=cfg.quantity_guard,
+                guards=cfg.guards,
             ):
                 scores[o.key][name] = o.value.score if o.value is not None else None
 

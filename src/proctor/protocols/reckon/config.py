@@ -128,11 +128,11 @@ class Config(BaseModel):
         "excerpt judged is those sentences of the answer, never text the judge wrote",
     )
 
-    quantity_guard: bool = Field(
+    guards: bool = Field(
         True,
-        description="a judge's \"correct\" on an excerpt that states none of the unit's numbers becomes "
-        '"incorrect" (rule reference_quantity_missing, recorded with the judge\'s reason); also applied to '
-        "the judge-with-reference baseline so both are judged alike",
+        description='a judge\'s "correct" becomes "incorrect" where a guard of proctor.judging.equivalence '
+        "is sure (the excerpt cannot state the unit's numbers, has a near miss of its term, or lists "
+        "alternatives), recorded with the judge's reason; also on the judge-with-reference baseline",
     )
     max_rounds: int = Field(
         4,

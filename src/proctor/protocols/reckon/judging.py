@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from proctor.errors import StepError
-from proctor.judging.equivalence import missing_quantities
+from proctor.judging.equivalence import veto
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
@@ -309,14 +309,17 @@ class JudgeJob:
     uncovered: str | None = None  # why stage 1 already settles the unit as uncovered (no stage-2 call)
 
 
-def _verdict(job: JudgeJob, verdict: str, reason: Any, quantity_guard: bool) -> UnitVerdict:
-    """The judge's verdict, unless the quantity guard overrules a "correct": an excerpt that states none of
-    the unit's numbers does not state the unit (stage "quantity_guard", the judge's reason kept)."""
+def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool) -> UnitVerdict:
+    """The judge's verdict, unless a guard (`proctor.judging.equivalence.veto`) is sure a "correct" is not:
+    then "incorrect", stage "guard", the guard's finding and the judge's reason kept."""
     why = " ".join(str(reason).split())
-    guard = missing_quantities(job.pending.excerpt, job.unit.description) if quantity_guard else None
+    guard = veto(job.pending.excerpt, job.unit.description) if guards and verdict == "correct" else None
     if verdict == "correct" and guard is not None:
-        update = {"verdict": "incorrect", "reason": f"{guard.detail} (the judge said correct: {why})"}
-        return job.pending.model_copy(update=update | {"stage": "quantity_guard"})
+        update = {
+            "verdict": "incorrect",
+            "reason": f"{guard.method}: {guard.detail} (the judge said correct: {why})",
+        }
+        return job.pending.model_copy(update=update | {"stage": "guard"})
     return job.pending.model_copy(update={"verdict": verdict, "reason": why})
 
 
@@ -348,7 +351,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
                 raise StepError(reply.message, cause=reply.cause)
             if reply.verdict is None:
                 raise StepError(reply.error or "cluster judge: no verdict", cause="invalid_output")
-            return _verdict(job, reply.verdict, reply.reason, cfg.quantity_guard)
+            return _verdict(job, reply.verdict, reply.reason, cfg.guards)
         u = job.unit
         messages = render_messages(
             JUDGE_PROMPT,
@@ -360,7 +363,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         c = await judge.generate(
             messages, json_schema=JUDGE_SCHEMA, temperature=0.0, max_tokens=cfg.judge_max_tokens
         )
-        return _verdict(job, c.parsed["verdict"], c.parsed["reason"], cfg.quantity_guard)
+        return _verdict(job, c.parsed["verdict"], c.parsed["reason"], cfg.guards)
 
     outcomes = await ctx.map(
         f"reckon round {round_no}: " + ("verdicts" if cfg.judge_mode == "cluster" else "judging"),

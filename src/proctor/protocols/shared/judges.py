@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from proctor.judging import judge_with_reference, judge_without_reference
-from proctor.judging.equivalence import decide, missing_quantities
+from proctor.judging.equivalence import decide, veto
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.answers import AnswerItem
@@ -25,12 +25,12 @@ async def judge_answer(
     kind: JudgeKind,
     model: Model,
     rules: bool = False,
-    quantity_guard: bool = False,
+    guards: bool = False,
 ) -> Judgment:
     """One answer's judgment: score 1/0 and the deciding method in its data — `llm`, or with `rules` the
-    rule of `proctor.judging.equivalence` that was sure (no model call); with `quantity_guard`, an LLM
-    "correct" on an answer that states none of the reference's numbers becomes "incorrect"
-    (`reference_quantity_missing`, the LLM's reason kept). The one judging path of qa, the baselines and
+    rule of `proctor.judging.equivalence` that was sure (no model call); with `guards`, an LLM "correct"
+    that a guard of `proctor.judging.equivalence.veto` is sure of becomes "incorrect" (the guard's method
+    recorded, the LLM's reason kept). The one judging path of qa, the baselines and
     bench/judge_agreement.py."""
     if kind == "without_reference":
         v = await judge_without_reference(model, question=a.question, answer=a.answer)
@@ -43,7 +43,7 @@ async def judge_answer(
             verdict="correct", score=1.0, reason=f"{rule.method}: {rule.detail}", data={"method": rule.method}
         )
     v = await judge_with_reference(model, question=a.question, answer=a.answer, reference=a.reference_answer)
-    guard = missing_quantities(a.answer, a.reference_answer) if quantity_guard and v.correct else None
+    guard = veto(a.answer, a.reference_answer) if guards and v.correct else None
     if guard is not None:
         return Judgment(
             verdict="incorrect",
@@ -65,12 +65,12 @@ async def judge_answers(
     role: str = "judge",
     description: str | None = None,
     rules: bool = False,
-    quantity_guard: bool = False,
+    guards: bool = False,
 ) -> list[Outcome[tuple[str, AnswerItem], Judgment]]:
     """Judge each (answer key, answer) with `judge_answer`; stored as judgments named `JUDGE_NAMES[kind]`."""
 
     async def judge(unit: tuple[str, AnswerItem]) -> Judgment:
-        return await judge_answer(unit[1], kind=kind, model=model, rules=rules, quantity_guard=quantity_guard)
+        return await judge_answer(unit[1], kind=kind, model=model, rules=rules, guards=guards)
 
     return await ctx.judge(
         description or f"judging ({kind.replace('_', ' ')})",
