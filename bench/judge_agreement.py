@@ -39,7 +39,8 @@ from proctor.protocols.shared.judges import judge_answer
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "judge_labels.jsonl"
-LLM_METHODS = ("llm", "reference_quantity_missing")  # verdicts that took a model call
+# Verdicts that took a model call: the LLM, and the guards that overrule its "correct".
+LLM_METHODS = ("llm", "reference_quantity_missing", "reference_term_missing", "alternatives_listed")
 CACHE_HIT_S = 0.3
 
 
