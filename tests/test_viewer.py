@@ -97,7 +97,7 @@ roles: {{examiner: ex, judge: judge}}
 candidates:
   - {{name: solo, model: cand}}
   - {{name: broken, model: bad}}
-qa: {{num_questions: 3, judges: [with_reference]}}
+qa: {{num_questions: 3, judges: [with_reference], equivalence_rules: false}}
 """
     )
     return cfg

@@ -99,7 +99,8 @@ async def _judge(
     judge = ctx.role("judge")
     for kind in ctx.settings.judges:
         rules = ctx.settings.equivalence_rules
-        for o in await judge_answers(ctx, answered, kind=kind, model=judge, rules=rules):
+        guards = ctx.settings.guards
+        for o in await judge_answers(ctx, answered, kind=kind, model=judge, rules=rules, guards=guards):
             if o.value is not None:
                 verdicts.setdefault(o.key, {})[JUDGE_NAMES[kind]] = o.value
             else:
