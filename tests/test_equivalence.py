@@ -135,6 +135,9 @@ def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeyp
         ("The salt tax is two skell.", "The salt tax is nine pennocks.", True),
         ("The text does not say.", "23", True),
         ("The Orrinsford Institute.", "the Orrinsford Institute, in 1937", True),
+        # A quantity with a unit needs an answer that speaks of its dimension ("two cities" is no time).
+        ("The difference is due to the latitude of the two cities.", "An egg takes 7 minutes.", True),
+        ("It is lower than on the mainland, as the two towns differ.", "Water boils at 91 °C.", True),
         # Written another way — words, other units, spans: left to the LLM.
         ("Nine hundred barrels of salted fish a year.", "900 barrels of salt fish", False),
         ("thirty-eight km", "38 kilometres", False),

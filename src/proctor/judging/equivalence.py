@@ -182,6 +182,32 @@ def _plain_quantities(text: str) -> list[Quantity]:
     return out + _lone_number_words(t)
 
 
+# What a unit measures. A reference whose every quantity has a dimension here needs an answer that states
+# something of that dimension, in any form ("half an hour", "a fortnight", "degrees", "miles").
+_DIMENSION = {
+    "°c": "temperature", "°": "temperature",
+    "m": "length", "km": "length", "cm": "length", "mm": "length", "mile": "length", "ft": "length",
+    "kg": "mass", "g": "mass", "t": "mass", "l": "volume",
+    "h": "time", "min": "time", "s": "time", "day": "time", "week": "time", "month": "time", "year": "time",
+}  # fmt: skip
+_DIMENSION_WORDS = {
+    "temperature": r"°|degrees?|celsius|fahrenheit|kelvin",
+    "length": r"metres?|meters?|kilometres?|kilometers?|km|cm|mm|miles?|feet|foot|ft|yards?|inch\w*",
+    "mass": r"grams?|kilos?|kilograms?|kg|tonnes?|tons?|pounds?|lbs?|ounces?",
+    "volume": r"litres?|liters?|gallons?|pints?|millilitres?|ml",
+    "time": r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|fortnights?|months?|years?|decades?|"
+    r"centur\w+|nights?|mornings?|evenings?",
+}
+
+
+def _answer_dimensions(answer: str) -> set[str]:
+    """The dimensions an answer speaks of in any form: a unit after a number, or a unit word alone."""
+    found = {d for q in _plain_quantities(answer) if (d := _DIMENSION.get(q.unit or ""))}
+    low = answer.lower()
+    found |= {d for d, pattern in _DIMENSION_WORDS.items() if re.search(rf"(?:{pattern})\b", low)}
+    return found
+
+
 def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     """The guard after an LLM "correct": a decision (meaning "incorrect") only when the answer cannot state
     the reference's numbers — it states no number in any form (no digit, number word, fraction or span), or
@@ -193,6 +219,12 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     if not wanted or _all_numbers(reference) & _all_numbers(answer):
         return None
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))
+    dims = {_DIMENSION.get(q.unit or "") for q in _plain_quantities(reference)}
+    if None not in dims and not dims & _answer_dimensions(answer):
+        shown_dims = ", ".join(sorted(d for d in dims if d))
+        return RuleDecision(
+            "reference_quantity_missing", f"the reference states {shown}; the answer no {shown_dims}"
+        )
     if not re.search(r"\d", answer) and not _NUMERIC_WORDS.search(answer):
         return RuleDecision(
             "reference_quantity_missing", f"the reference states {shown}; the answer no number"
