@@ -139,20 +139,17 @@ def _all_numbers(text: str) -> set[float]:
     return out
 
 
+_NUMBER_WORD = "|".join(w for w in _WORDS if " " not in w)  # the one-word number words, as an alternation
 # Words that make an answer numeric without digits: a fraction, a span, a count ("half an hour", "within a
 # week", "every other year", "nine hundred"). An answer with any of them is left to the LLM.
 _NUMERIC_WORDS = re.compile(
-    r"\b(?:"
-    + "|".join(w for w in _WORDS if " " not in w)
-    + r"|half|third|quarter|fifth|tenth|hundred|thousand|"
+    r"\b(?:" + _NUMBER_WORD + r"|half|third|quarter|fifth|tenth|hundred|thousand|"
     r"million|billion|score|fortnight|week|weeks|month|months|year|years|decade|decades|century|centuries|"
     r"day|days|hour|hours|minute|minutes|percent|per cent|couple|few|several|dozens?)\b",
     re.IGNORECASE,
 )
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 
-
-_NUMBER_WORD = "|".join(w for w in _WORDS if " " not in w)
 _A_NUMBER_WORD = re.compile(rf"\b(?P<w>{_NUMBER_WORD})\b(?:\s+(?P<unit>[a-z%]+))?")
 _COMPOUND_BEFORE = re.compile(rf"(?:\b(?:{_NUMBER_WORD})(?:\s+and)?\s+|-)$")
 _COMPOUND_AFTER = re.compile(rf"^(?:-|\s+(?:and\s+)?(?:{_NUMBER_WORD}|thousand|million|billion)\b)")
