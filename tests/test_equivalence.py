@@ -107,7 +107,7 @@ def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeyp
             answers = [r for r in exported if r["kind"] == "answer"]
             assert {r["judge.llm_with_reference.method"] for r in answers} == set(methods)
             html = (run.run_dir / "report.html").read_text()
-            assert "Who decided the verdicts" in html and f"<td>{methods[0]}</td>" in html
+            assert "Who decided the verdicts" in html and f"<td><code>{methods[0]}</code></td>" in html
     assert results[False][0] == 4 and results[False][1] == ["llm"] * 4
     assert results[True][0] == 0 and results[True][1] == ["contains_reference"] * 4
     assert results[True][2]["value"] == results[False][2]["value"] == 1.0

@@ -251,3 +251,117 @@ def test_f1_of_two_empty_normalisations_is_zero_as_in_hotpotqa() -> None:
     # Both normalise to nothing: HotpotQA's official F1 (R-Eval's numbers) finds no common token -> 0.
     assert f1("a an the", "the") == 0.0
     assert precision_recall_f1("", "...") == (0.0, 0.0, 0.0)
+
+
+# --- verdict probability, self-consistency, ensembles -----------------------------------------------
+
+from proctor.judging.llm import verdict_probability  # noqa: E402
+from proctor.models import RawReply, TokenLogprob, Usage  # noqa: E402
+from proctor.protocols.shared.answers import AnswerItem  # noqa: E402
+from proctor.protocols.shared.judges import Panel, judge_answer  # noqa: E402
+
+
+def _verdict_tokens(verdict: str, lp_correct: float, lp_incorrect: float) -> list[TokenLogprob]:
+    top = {"correct": lp_correct, "incorrect": lp_incorrect, "the": -30.0}
+    return [
+        TokenLogprob(token='{"', logprob=0.0, top={'{"': 0.0}),
+        TokenLogprob(token="verdict", logprob=0.0, top={"verdict": 0.0}),
+        TokenLogprob(token=verdict, logprob=top[verdict], top=top),
+        TokenLogprob(token='"}', logprob=0.0, top={'"}': 0.0}),
+    ]
+
+
+def test_verdict_probability_is_the_two_way_softmax_at_the_verdict_token() -> None:
+    p = verdict_probability(_verdict_tokens("incorrect", math.log(0.3), math.log(0.6)))
+    assert p == pytest.approx(0.3 / 0.9)
+    p = verdict_probability(_verdict_tokens("correct", math.log(0.98), math.log(0.01)))
+    assert p == pytest.approx(0.98 / 0.99)
+
+
+def test_verdict_probability_missing_alternative_gets_the_lowest_listed_logprob() -> None:
+    tok = TokenLogprob(token=' "correct"}', logprob=-0.01, top={' "correct"}': -0.01, "Correct": -5.0})
+    p_c = math.exp(-0.01) + math.exp(-5.0)  # two spellings of "correct"; "incorrect" gets the floor
+    assert verdict_probability([tok]) == pytest.approx(p_c / (p_c + math.exp(-5.0)))
+    assert verdict_probability([TokenLogprob(token="yes", logprob=0.0, top={})]) is None
+    assert verdict_probability(None) is None
+
+
+def _answer(answer: str = "The Marrow Current", reference: str = "the Ostrel Current") -> AnswerItem:
+    return AnswerItem(
+        candidate="c",
+        question_id="q1",
+        question="Which current warms the west coast?",
+        reference_answer=reference,
+        answer=answer,
+        em=0.0,
+        f1=0.0,
+    )
+
+
+def _judge_reply(verdict: str, p_correct: float) -> RawReply:
+    text = json.dumps({"reason": f"says {verdict}", "verdict": verdict})
+    lp_c, lp_i = math.log(p_correct), math.log(1 - p_correct)
+    return RawReply(text=text, usage=Usage(50, 10), logprobs=_verdict_tokens(verdict, lp_c, lp_i))
+
+
+async def test_judgment_records_method_and_probability_from_logprobs() -> None:
+    register_script("judge-p", lambda m, p: _judge_reply("correct", 0.8))
+    model = get_model("scripted/judge-p", cache=False)
+    j = await judge_answer(_answer(), kind="with_reference", model=model, rules=True, guards=False)
+    assert j.verdict == "correct"
+    assert j.data == {"method": "llm", "p_correct": pytest.approx(0.8, abs=1e-3)}
+    # A rule decides without a call and without a probability.
+    j = await judge_answer(
+        _answer("Ostrel Current", "the Ostrel Current"), kind="with_reference", model=model, rules=True
+    )
+    assert j.data == {"method": "normalised_match", "p_correct": None}
+
+
+async def test_self_consistency_takes_the_majority_over_seeded_samples() -> None:
+    seen: list[tuple[float, int | None]] = []
+
+    def script(messages: list[Message], params: GenerationParams) -> RawReply:
+        seen.append((params.temperature, params.seed))
+        # seeds 0, 1, 2 -> correct, incorrect, correct
+        return _judge_reply("incorrect" if params.seed == 1 else "correct", 0.9 if params.seed != 1 else 0.3)
+
+    register_script("judge-sc", script)
+    panel = Panel((get_model("scripted/judge-sc", cache=False),), samples=3, temperature=0.7)
+    j = await judge_answer(_answer(), kind="with_reference", model=panel)
+    assert sorted(seen) == [(0.7, 0), (0.7, 1), (0.7, 2)]
+    assert j.verdict == "correct"
+    assert j.data is not None
+    assert j.data["samples"] == 3 and j.data["agreement"] == pytest.approx(2 / 3, abs=1e-3)
+    assert j.data["p_correct"] == pytest.approx((0.9 + 0.3 + 0.9) / 3, abs=1e-3)
+
+
+async def test_self_consistency_tie_is_not_correct() -> None:
+    register_script(
+        "judge-tie", lambda m, p: _judge_reply("correct" if (p.seed or 0) % 2 == 0 else "incorrect", 0.5)
+    )
+    panel = Panel((get_model("scripted/judge-tie", cache=False),), samples=2)
+    j = await judge_answer(_answer(), kind="with_reference", model=panel)
+    assert j.verdict == "incorrect" and j.data is not None and j.data["agreement"] == 0.5
+
+
+@pytest.mark.parametrize(("combine", "expected"), [("majority", "correct"), ("unanimous", "incorrect")])
+async def test_ensemble_combines_judges(combine: str, expected: str) -> None:
+    register_script("judge-yes", lambda m, p: _judge_reply("correct", 0.9))
+    register_script("judge-no", lambda m, p: _judge_reply("incorrect", 0.2))
+    models = tuple(get_model(f"scripted/{n}", cache=False) for n in ("judge-yes", "judge-yes", "judge-no"))
+    panel = Panel(models, combine=combine)  # type: ignore[arg-type]
+    j = await judge_answer(_answer(), kind="with_reference", model=panel, guards=False)
+    assert j.verdict == expected
+    assert j.data is not None and j.data["method"] == f"llm_{combine}"
+    assert j.data["votes"] == {"scripted/judge-yes": "correct", "scripted/judge-no": "incorrect"}
+    assert j.reason is not None and j.reason.startswith("2 of 3 judges said correct")
+
+
+async def test_guard_overrules_an_ensemble_correct_and_keeps_the_probability() -> None:
+    register_script("judge-yes2", lambda m, p: _judge_reply("correct", 0.9))
+    model = get_model("scripted/judge-yes2", cache=False)
+    a = _answer("It opened in 1887.", "1878")
+    j = await judge_answer(a, kind="with_reference", model=model, rules=True, guards=True)
+    assert j.verdict == "incorrect"
+    assert j.data is not None and j.data["method"] == "reference_quantity_missing"
+    assert j.data["p_correct"] == pytest.approx(0.9, abs=1e-3)

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from proctor.protocols.shared.judges import PanelConfig
+
 
 class Config(BaseModel):
     """Reference-QA protocol: open questions with reference answers from chunks."""
@@ -37,6 +39,11 @@ class Config(BaseModel):
         description="after the judge with reference says 'correct', guards that are sure turn it into "
         "'incorrect' (the answer cannot state the reference's numbers, has a near miss of a short term, or "
         "lists alternatives); the guard is recorded as the method (bench: false 'correct' 18 -> 9 of 174)",
+    )
+    judge_panel: PanelConfig = Field(
+        default_factory=PanelConfig,
+        description="self-consistency (samples) and judge ensembles for the LLM judges; the defaults are "
+        "one greedy reply of the judge role",
     )
     question_max_tokens: int = Field(
         256, ge=16, description="examiner reply budget (tokens) for one question and its reference answer"

@@ -7,7 +7,7 @@ artifacts `generation_stats` and `summary`.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from proctor.protocols.qa.run import QaAnswer
@@ -82,6 +82,7 @@ def _verdicts(
                 "score": v.get("score"),
                 "reason": v.get("reason"),
                 "error": None,
+                "data": {"method": v.get("method"), "p_correct": v.get("p_correct")},
             }
         if row is None:
             out.append({"judge": judge, "present": False})
@@ -95,6 +96,8 @@ def _verdicts(
                 "reason": row.get("reason"),
                 "error": row.get("error"),
                 "cls": verdict_class(row.get("verdict"), row.get("score"), row.get("error")),
+                "method": (row.get("data") or {}).get("method"),
+                "p_correct": (row.get("data") or {}).get("p_correct"),
             }
         )
     return out
@@ -300,6 +303,29 @@ def _question_browser(
     return list(browser.values())
 
 
+def _decided_by(judged: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per judge and deciding method: verdicts, how many carry a probability, and their mean P(correct)."""
+    groups: dict[tuple[str, str], list[float | None]] = defaultdict(list)
+    for js in judged.values():
+        for name, j in js.items():
+            data = j.get("data")
+            if isinstance(data, dict) and data.get("method"):
+                groups[(name, str(data["method"]))].append(data.get("p_correct"))
+    rows = []
+    for (judge, method), ps in sorted(groups.items()):
+        known = [p for p in ps if p is not None]
+        rows.append(
+            {
+                "judge": judge,
+                "method": method,
+                "n": len(ps),
+                "n_p": len(known),
+                "mean_p": sum(known) / len(known) if known else None,
+            }
+        )
+    return rows
+
+
 def qa_context(store: RunStore) -> dict[str, Any]:
     """Everything the qa template shows, computed from the store."""
     questions = store.items(kind=Question.KIND)
@@ -321,14 +347,8 @@ def qa_context(store: RunStore) -> dict[str, Any]:
     acc_judges = _ordered_judges(
         {n.removeprefix("accuracy.") for n in metrics if n.startswith("accuracy.")} | set(judges)
     )
-    decided_by = Counter(
-        (name, j["data"]["method"])
-        for js in judged.values()
-        for name, j in js.items()
-        if isinstance(j.get("data"), dict) and j["data"].get("method")
-    )
     return {
-        "decided_by": [(judge, method, n) for (judge, method), n in sorted(decided_by.items())],
+        "decided_by": _decided_by(judged),
         "generation_stats": _generation_stats(store.get_artifact("generation_stats")),
         "summary": store.get_artifact("summary"),
         "acc_judges": acc_judges,

@@ -9,7 +9,7 @@ from proctor.prompts import prompt_version
 from proctor.protocols.context import RunContext, successes, work_key
 from proctor.protocols.qa.config import Config
 from proctor.protocols.shared.answers import AnswerItem, AnswerTask, answer_questions
-from proctor.protocols.shared.judges import JUDGE_NAMES, judge_answers
+from proctor.protocols.shared.judges import JUDGE_NAMES, Panel, judge_answers
 from proctor.protocols.shared.questions import (
     GenerationStats,
     Question,
@@ -96,11 +96,11 @@ async def _judge(
     failures: JudgeFailures = set()
     if not ctx.settings.judges:
         return verdicts, failures
-    judge = ctx.role("judge")
+    panel = Panel.from_config(ctx, ctx.role("judge"), ctx.settings.judge_panel, field="qa.judge_panel")
+    rules = ctx.settings.equivalence_rules
+    guards = ctx.settings.guards
     for kind in ctx.settings.judges:
-        rules = ctx.settings.equivalence_rules
-        guards = ctx.settings.guards
-        for o in await judge_answers(ctx, answered, kind=kind, model=judge, rules=rules, guards=guards):
+        for o in await judge_answers(ctx, answered, kind=kind, model=panel, rules=rules, guards=guards):
             if o.value is not None:
                 verdicts.setdefault(o.key, {})[JUDGE_NAMES[kind]] = o.value
             else:
@@ -109,7 +109,14 @@ async def _judge(
         mine = verdicts.get(key, {})
         update = {
             f"judge_{kind}": (
-                {"verdict": j.verdict, "reason": j.reason} if (j := mine.get(JUDGE_NAMES[kind])) else None
+                {
+                    "verdict": j.verdict,
+                    "reason": j.reason,
+                    "method": (j.data or {}).get("method"),
+                    "p_correct": (j.data or {}).get("p_correct"),
+                }
+                if (j := mine.get(JUDGE_NAMES[kind]))
+                else None
             )
             for kind in ctx.settings.judges
         }

@@ -1,11 +1,22 @@
-"""LLM judging of open answers, with the reference answer or from the judge's own knowledge."""
+"""LLM judging of open answers, with the reference answer or from the judge's own knowledge.
+
+One path for every protocol that judges open answers (qa, the reckon baselines, the interview) and for
+bench/judge_agreement.py: deterministic equivalence first (`rules`), then the LLM judge — optionally
+several samples (self-consistency) and several judge models (an ensemble) — then the guards after a
+"correct" (`guards`). Each judgment records the method that decided it and, where the server gives
+logprobs, the verdict's probability.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from proctor.judging import judge_with_reference, judge_without_reference
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.errors import UserError
+from proctor.judging import Verdict, judge_with_reference, judge_without_reference
 from proctor.judging.equivalence import decide, veto
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
@@ -17,42 +28,141 @@ JUDGE_NAMES: dict[JudgeKind, str] = {
     "with_reference": "llm_with_reference",
     "without_reference": "llm_without_reference",
 }
+Combine = Literal["majority", "unanimous"]
+
+
+class PanelConfig(BaseModel):
+    """How many LLM verdicts make one judgment (the `judge_panel:` section of a protocol that judges)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: int = Field(
+        1,
+        ge=1,
+        le=15,
+        description="self-consistency: replies drawn per judge at `temperature` (1 = one greedy reply); "
+        "the majority verdict wins (a tie is 'incorrect') and the agreement is recorded",
+    )
+    temperature: float = Field(0.7, gt=0, le=2, description="sampling temperature when samples > 1")
+    ensemble: list[str] = Field(
+        [],
+        description="further judge models (keys of `models:`) that judge every answer besides the judge "
+        "role; their verdicts are combined by `combine`",
+    )
+    combine: Combine = Field(
+        "majority",
+        description="majority (a tie is 'incorrect') or unanimous (every judge must say 'correct')",
+    )
+
+
+@dataclass(frozen=True)
+class Panel:
+    """The judge models (the judge role first) and how their verdicts combine."""
+
+    models: tuple[Model, ...]
+    samples: int = 1
+    temperature: float = 0.7
+    combine: Combine = "majority"
+
+    @classmethod
+    def single(cls, model: Model) -> Panel:
+        return cls((model,))
+
+    @classmethod
+    def from_config(cls, ctx: RunContext[Any], judge: Model, cfg: PanelConfig, *, field: str) -> Panel:
+        """The judge role plus `cfg.ensemble`; a name that is not a key of `models:` is a user error."""
+        extra = []
+        for name in cfg.ensemble:
+            if name not in ctx.models:
+                raise UserError(
+                    f"{field}.ensemble: '{name}' is not a key of `models:` "
+                    f"(keys: {', '.join(sorted(ctx.models))}). Name judge models defined under `models:`."
+                )
+            extra.append(ctx.models[name])
+        return cls((judge, *extra), samples=cfg.samples, temperature=cfg.temperature, combine=cfg.combine)
+
+
+def _combine(verdicts: Sequence[Verdict], combine: Combine) -> bool:
+    n_correct = sum(v.correct for v in verdicts)
+    if combine == "unanimous":
+        return n_correct == len(verdicts)
+    return n_correct * 2 > len(verdicts)
+
+
+async def _llm(a: AnswerItem, kind: JudgeKind, panel: Panel) -> tuple[bool, str, dict[str, Any]]:
+    """The panel's verdict on one answer, its reason and what to record (probability, samples, votes)."""
+    verdicts: list[Verdict] = []
+    for model in panel.models:
+        if kind == "with_reference":
+            v = await judge_with_reference(
+                model,
+                question=a.question,
+                answer=a.answer,
+                reference=a.reference_answer,
+                samples=panel.samples,
+                temperature=panel.temperature,
+            )
+        else:
+            v = await judge_without_reference(
+                model,
+                question=a.question,
+                answer=a.answer,
+                samples=panel.samples,
+                temperature=panel.temperature,
+            )
+        verdicts.append(v)
+    correct = _combine(verdicts, panel.combine)
+    probs = [v.p_correct for v in verdicts if v.p_correct is not None]
+    data: dict[str, Any] = {
+        "method": "llm" if len(verdicts) == 1 else f"llm_{panel.combine}",
+        "p_correct": round(sum(probs) / len(probs), 4) if len(probs) == len(verdicts) else None,
+    }
+    if panel.samples > 1:
+        data["samples"] = panel.samples
+        data["agreement"] = round(min(v.agreement for v in verdicts), 4)
+    if len(verdicts) > 1:
+        data["votes"] = {v.judge: v.verdict for v in verdicts}
+    reason = next((v.reason for v in verdicts if v.correct == correct), verdicts[0].reason)
+    if len(verdicts) > 1:
+        reason = f"{sum(v.correct for v in verdicts)} of {len(verdicts)} judges said correct; {reason}"
+    return correct, reason, data
 
 
 async def judge_answer(
     a: AnswerItem,
     *,
     kind: JudgeKind,
-    model: Model,
+    model: Model | Panel,
     rules: bool = False,
     guards: bool = False,
 ) -> Judgment:
-    """One answer's judgment: score 1/0 and the deciding method in its data — `llm`, or with `rules` the
-    rule of `proctor.judging.equivalence` that was sure (no model call); with `guards`, an LLM "correct"
-    that a guard of `proctor.judging.equivalence.veto` is sure of becomes "incorrect" (the guard's method
-    recorded, the LLM's reason kept). The one judging path of qa, the baselines and
-    bench/judge_agreement.py."""
-    if kind == "without_reference":
-        v = await judge_without_reference(model, question=a.question, answer=a.answer)
-        return Judgment(
-            verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason, data={"method": "llm"}
-        )
-    rule = decide(a.answer, a.reference_answer) if rules else None
-    if rule is not None:
-        return Judgment(
-            verdict="correct", score=1.0, reason=f"{rule.method}: {rule.detail}", data={"method": rule.method}
-        )
-    v = await judge_with_reference(model, question=a.question, answer=a.answer, reference=a.reference_answer)
-    guard = veto(a.answer, a.reference_answer) if guards and v.correct else None
+    """One answer's judgment: score 1/0 and the deciding method in its data — `llm` (or `llm_majority` /
+    `llm_unanimous` for an ensemble), or with `rules` the rule of `proctor.judging.equivalence` that was sure
+    (no model call); with `guards`, an LLM "correct" that a guard of `proctor.judging.equivalence.veto` is
+    sure of becomes "incorrect" (the guard's method recorded, the LLM's reason kept). The data also holds
+    the verdict probability `p_correct` (None without logprobs) and, with samples or an ensemble, the
+    agreement and the votes."""
+    panel = model if isinstance(model, Panel) else Panel.single(model)
+    if kind == "with_reference" and rules:
+        rule = decide(a.answer, a.reference_answer)
+        if rule is not None:
+            return Judgment(
+                verdict="correct",
+                score=1.0,
+                reason=f"{rule.method}: {rule.detail}",
+                data={"method": rule.method, "p_correct": None},
+            )
+    correct, reason, data = await _llm(a, kind, panel)
+    guard = veto(a.answer, a.reference_answer) if kind == "with_reference" and guards and correct else None
     if guard is not None:
         return Judgment(
             verdict="incorrect",
             score=0.0,
-            reason=f"{guard.method}: {guard.detail} (the judge said correct: {v.reason})",
-            data={"method": guard.method},
+            reason=f"{guard.method}: {guard.detail} (the judge said correct: {reason})",
+            data={**data, "method": guard.method},
         )
     return Judgment(
-        verdict=v.verdict, score=1.0 if v.correct else 0.0, reason=v.reason, data={"method": "llm"}
+        verdict="correct" if correct else "incorrect", score=1.0 if correct else 0.0, reason=reason, data=data
     )
 
 
@@ -61,7 +171,7 @@ async def judge_answers(
     answers: Sequence[tuple[str, AnswerItem]],
     *,
     kind: JudgeKind,
-    model: Model,
+    model: Model | Panel,
     role: str = "judge",
     description: str | None = None,
     rules: bool = False,
