@@ -255,7 +255,7 @@ def test_f1_of_two_empty_normalisations_is_zero_as_in_hotpotqa() -> None:
 
 # --- verdict probability, self-consistency, ensembles -----------------------------------------------
 
-from proctor.judging.llm import verdict_probability  # noqa: E402
+from proctor.judging.llm import JudgeStyle, verdict_probability  # noqa: E402
 from proctor.models import RawReply, TokenLogprob, Usage  # noqa: E402
 from proctor.protocols.shared.answers import AnswerItem  # noqa: E402
 from proctor.protocols.shared.judges import Panel, judge_answer  # noqa: E402
@@ -326,7 +326,9 @@ async def test_self_consistency_takes_the_majority_over_seeded_samples() -> None
         return _judge_reply("incorrect" if params.seed == 1 else "correct", 0.9 if params.seed != 1 else 0.3)
 
     register_script("judge-sc", script)
-    panel = Panel((get_model("scripted/judge-sc", cache=False),), samples=3, temperature=0.7)
+    panel = Panel(
+        (get_model("scripted/judge-sc", cache=False),), style=JudgeStyle(samples=3, temperature=0.7)
+    )
     j = await judge_answer(_answer(), kind="with_reference", model=panel)
     assert sorted(seen) == [(0.7, 0), (0.7, 1), (0.7, 2)]
     assert j.verdict == "correct"
@@ -337,9 +339,10 @@ async def test_self_consistency_takes_the_majority_over_seeded_samples() -> None
 
 async def test_self_consistency_tie_is_not_correct() -> None:
     register_script(
-        "judge-tie", lambda m, p: _judge_reply("correct" if (p.seed or 0) % 2 == 0 else "incorrect", 0.5)
+        "judge-tie",
+        lambda m, p: _judge_reply(*(("correct", 0.9) if (p.seed or 0) % 2 == 0 else ("incorrect", 0.1))),
     )
-    panel = Panel((get_model("scripted/judge-tie", cache=False),), samples=2)
+    panel = Panel((get_model("scripted/judge-tie", cache=False),), style=JudgeStyle(samples=2))
     j = await judge_answer(_answer(), kind="with_reference", model=panel)
     assert j.verdict == "incorrect" and j.data is not None and j.data["agreement"] == 0.5
 
@@ -365,3 +368,21 @@ async def test_guard_overrules_an_ensemble_correct_and_keeps_the_probability() -
     assert j.verdict == "incorrect"
     assert j.data is not None and j.data["method"] == "reference_quantity_missing"
     assert j.data["p_correct"] == pytest.approx(0.9, abs=1e-3)
+
+
+async def test_threshold_decides_from_the_probability_and_verdict_only_asks_for_no_reason() -> None:
+    schemas: list[dict[str, object]] = []
+
+    def script(messages: list[Message], params: GenerationParams) -> RawReply:
+        schemas.append(params.json_schema or {})
+        reply = _judge_reply("correct", 0.7)
+        return RawReply(text='{"verdict": "correct"}', usage=reply.usage, logprobs=reply.logprobs)
+
+    register_script("judge-vo", script)
+    model = get_model("scripted/judge-vo", cache=False)
+    strict = Panel((model,), style=JudgeStyle(verdict_only=True, threshold=0.8))
+    j = await judge_answer(_answer(), kind="with_reference", model=strict)
+    assert j.verdict == "incorrect" and j.reason == "verdict only: correct, P(correct) 0.700"
+    assert list(schemas[-1]["properties"]) == ["verdict"]  # type: ignore[call-overload]
+    lenient = Panel((model,), style=JudgeStyle(verdict_only=True, threshold=0.6))
+    assert (await judge_answer(_answer(), kind="with_reference", model=lenient)).verdict == "correct"

@@ -7,7 +7,9 @@ The verdict's probability is read from the reply's token logprobs where the serv
 vLLM, llama.cpp — the embedded models do): at the token that spells the verdict, P(correct) is the
 softmax of the "correct" and "incorrect" alternatives. It is recorded, never silently used to flip a
 verdict; `samples > 1` adds self-consistency (n samples at a temperature above 0, majority verdict, the
-agreement recorded), all through the one model-call path and its cache (each sample has its own seed).
+agreement recorded), `verdict_only` drops the reason (a few tokens per judgment) and `threshold` decides
+"correct" from the probability; all through the one model-call path and its cache (each sample has its
+own seed).
 
 A reply that still does not match the schema after the model path's re-asks raises
 `proctor.errors.StructuredOutputError`; judges never catch it and never turn it into a score —
@@ -34,6 +36,15 @@ VERDICT_SCHEMA: dict[str, Any] = {
     },
     "required": ["reason", "verdict"],
 }
+
+# Verdict only (`verdict_only=True`): no reason, a few tokens; the probability then carries the judge's
+# doubt, which a reason written first would have settled before the verdict.
+VERDICT_ONLY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": list(VERDICTS)}},
+    "required": ["verdict"],
+}
+VERDICT_ONLY_MAX_TOKENS = 16
 
 PROMPT_WITH_REFERENCE = "judging/with_reference"
 PROMPT_WITHOUT_REFERENCE = "judging/without_reference"
@@ -84,29 +95,48 @@ def _word(token: str) -> str:
     return token.strip(' \t\n"{}:,').lower()
 
 
+@dataclass(frozen=True)
+class JudgeStyle:
+    """How one judge model is asked. `samples > 1`: self-consistency at `temperature`. `verdict_only`: no
+    reason, a few tokens. `threshold`: "correct" when P(correct) reaches it (where logprobs are given;
+    without them the judge's own verdict stands); 0.5 is the judge's own verdict."""
+
+    samples: int = 1
+    temperature: float = DEFAULT_SAMPLE_TEMPERATURE
+    verdict_only: bool = False
+    threshold: float = 0.5
+
+
 async def _one(
-    model: Model, messages: list[Message], max_tokens: int, temperature: float, seed: int
+    model: Model, messages: list[Message], style: JudgeStyle, max_tokens: int, temperature: float, seed: int
 ) -> tuple[str, str, float | None]:
     completion = await model.generate(
         messages,
         temperature=temperature,
-        max_tokens=max_tokens,
+        max_tokens=VERDICT_ONLY_MAX_TOKENS if style.verdict_only else max_tokens,
         seed=seed,
-        json_schema=VERDICT_SCHEMA,
+        json_schema=VERDICT_ONLY_SCHEMA if style.verdict_only else VERDICT_SCHEMA,
         top_logprobs=TOP_LOGPROBS,
     )
     parsed = completion.parsed
-    return str(parsed["verdict"]), str(parsed["reason"]).strip(), verdict_probability(completion.logprobs)
-
-
-async def _judge(
-    model: Model, prompt: str, max_tokens: int, samples: int, temperature: float, **variables: str
-) -> Verdict:
-    messages = render_messages(prompt, **variables)
-    if samples <= 1:
-        replies = [await _one(model, messages, max_tokens, 0.0, 0)]
+    p = verdict_probability(completion.logprobs)
+    verdict = str(parsed["verdict"]) if p is None else ("correct" if p >= style.threshold else "incorrect")
+    if style.verdict_only:
+        reason = f"verdict only: {parsed['verdict']}" + (f", P(correct) {p:.3f}" if p is not None else "")
     else:
-        replies = [await _one(model, messages, max_tokens, temperature, seed) for seed in range(samples)]
+        reason = str(parsed["reason"]).strip()
+    return verdict, reason, p
+
+
+async def _judge(model: Model, prompt: str, max_tokens: int, style: JudgeStyle, **variables: str) -> Verdict:
+    messages = render_messages(prompt, verdict_only=style.verdict_only, **variables)
+    if style.samples <= 1:
+        replies = [await _one(model, messages, style, max_tokens, 0.0, 0)]
+    else:
+        replies = [
+            await _one(model, messages, style, max_tokens, style.temperature, seed)
+            for seed in range(style.samples)
+        ]
     n_correct = sum(1 for v, _, _ in replies if v == "correct")
     # A tie is not a majority for "correct": the judge was not sure.
     verdict = "correct" if n_correct * 2 > len(replies) else "incorrect"
@@ -131,16 +161,14 @@ async def judge_with_reference(
     answer: str,
     reference: str,
     max_tokens: int = DEFAULT_MAX_TOKENS,
-    samples: int = 1,
-    temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
+    style: JudgeStyle = JudgeStyle(),
 ) -> Verdict:
     """Is `answer` correct according to `reference`? The reference wins over world knowledge."""
     return await _judge(
         model,
         PROMPT_WITH_REFERENCE,
         max_tokens,
-        samples,
-        temperature,
+        style,
         question=question,
         answer=answer,
         reference=reference,
@@ -153,10 +181,7 @@ async def judge_without_reference(
     question: str,
     answer: str,
     max_tokens: int = DEFAULT_MAX_TOKENS,
-    samples: int = 1,
-    temperature: float = DEFAULT_SAMPLE_TEMPERATURE,
+    style: JudgeStyle = JudgeStyle(),
 ) -> Verdict:
     """Is `answer` correct according to the judge model's own knowledge?"""
-    return await _judge(
-        model, PROMPT_WITHOUT_REFERENCE, max_tokens, samples, temperature, question=question, answer=answer
-    )
+    return await _judge(model, PROMPT_WITHOUT_REFERENCE, max_tokens, style, question=question, answer=answer)

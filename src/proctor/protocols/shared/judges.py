@@ -10,7 +10,7 @@ logprobs, the verdict's probability.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from proctor.errors import UserError
 from proctor.judging import Verdict, judge_with_reference, judge_without_reference
 from proctor.judging.equivalence import decide, veto
+from proctor.judging.llm import JudgeStyle
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.answers import AnswerItem
@@ -53,6 +54,18 @@ class PanelConfig(BaseModel):
         "majority",
         description="majority (a tie is 'incorrect') or unanimous (every judge must say 'correct')",
     )
+    verdict_only: bool = Field(
+        False,
+        description="ask for the verdict without a reason (a few tokens per judgment instead of ~50); the "
+        "judgment's reason then states the verdict probability",
+    )
+    threshold: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="'correct' when the judge's P(correct), read from logprobs, reaches this; 0.5 is the "
+        "judge's own verdict; servers without logprobs keep their verdict",
+    )
 
 
 @dataclass(frozen=True)
@@ -60,8 +73,7 @@ class Panel:
     """The judge models (the judge role first) and how their verdicts combine."""
 
     models: tuple[Model, ...]
-    samples: int = 1
-    temperature: float = 0.7
+    style: JudgeStyle = field(default_factory=JudgeStyle)
     combine: Combine = "majority"
 
     @classmethod
@@ -79,7 +91,13 @@ class Panel:
                     f"(keys: {', '.join(sorted(ctx.models))}). Name judge models defined under `models:`."
                 )
             extra.append(ctx.models[name])
-        return cls((judge, *extra), samples=cfg.samples, temperature=cfg.temperature, combine=cfg.combine)
+        style = JudgeStyle(
+            samples=cfg.samples,
+            temperature=cfg.temperature,
+            verdict_only=cfg.verdict_only,
+            threshold=cfg.threshold,
+        )
+        return cls((judge, *extra), style=style, combine=cfg.combine)
 
 
 def _combine(verdicts: Sequence[Verdict], combine: Combine) -> bool:
@@ -99,17 +117,10 @@ async def _llm(a: AnswerItem, kind: JudgeKind, panel: Panel) -> tuple[bool, str,
                 question=a.question,
                 answer=a.answer,
                 reference=a.reference_answer,
-                samples=panel.samples,
-                temperature=panel.temperature,
+                style=panel.style,
             )
         else:
-            v = await judge_without_reference(
-                model,
-                question=a.question,
-                answer=a.answer,
-                samples=panel.samples,
-                temperature=panel.temperature,
-            )
+            v = await judge_without_reference(model, question=a.question, answer=a.answer, style=panel.style)
         verdicts.append(v)
     correct = _combine(verdicts, panel.combine)
     probs = [v.p_correct for v in verdicts if v.p_correct is not None]
@@ -117,8 +128,8 @@ async def _llm(a: AnswerItem, kind: JudgeKind, panel: Panel) -> tuple[bool, str,
         "method": "llm" if len(verdicts) == 1 else f"llm_{panel.combine}",
         "p_correct": round(sum(probs) / len(probs), 4) if len(probs) == len(verdicts) else None,
     }
-    if panel.samples > 1:
-        data["samples"] = panel.samples
+    if panel.style.samples > 1:
+        data["samples"] = panel.style.samples
         data["agreement"] = round(min(v.agreement for v in verdicts), 4)
     if len(verdicts) > 1:
         data["votes"] = {v.judge: v.verdict for v in verdicts}
