@@ -155,6 +155,9 @@ rageval:
     assert react["categories"]["EM"] + react["categories"]["AM"] == 3
     pipeline = s["systems"]["my-pipeline"]
     assert pipeline["f1"]["value"] == 0.0 and pipeline["categories"]["TE"] == 6
+    # The deterministic equivalence rules credit the exact counts, never "I do not know".
+    assert react["equivalent"]["n"] == 6 and react["equivalent"]["value"] == pytest.approx(0.5)
+    assert pipeline["equivalent"]["value"] == 0.0
     if probe_tier().tier != "none":
         pal = s["systems"]["pal:m"]
         assert pal["by_task"]["paper_count"]["value"] == 1.0, pal

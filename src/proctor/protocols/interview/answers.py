@@ -4,7 +4,8 @@ extension questions and the validation re-answers.
 Grading: a multiple-choice answer is right when the letter it names is the key (a reply naming no option is
 an error on its item, cause `unparseable`, never a silently wrong answer); a short answer is decided by
 exact match / the deterministic equivalence rules when they are sure, else by the LLM judge with the
-reference (`proctor.protocols.shared.judges`). A failed answer or judgment leaves the question unscored.
+reference, whose "correct" the guards may overrule (`proctor.protocols.shared.judges`). A failed answer or
+judgment leaves the question unscored.
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ async def grade(
             kind="with_reference",
             model=judge,
             rules=True,
+            guards=True,
             description="interview: judging",
         )
         for j in judged:

@@ -26,6 +26,7 @@ from proctor.agents.tools import Toolbox
 from proctor.agents.trace import Trajectory
 from proctor.candidates import SystemUnderTest
 from proctor.candidates.kinds import AgentCandidate
+from proctor.judging.equivalence import decide
 from proctor.judging.metrics import exact_match, f1
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.rageval.config import Config
@@ -51,6 +52,9 @@ class RagAnswer(Payload):
     answer: str
     f1: float
     em: float
+    # The deterministic equivalence rule that is sure the answer states the gold answer (the same date,
+    # quantity or phrase in other words: "It opened in 1887." for "1887"), else None — F1 undercounts these.
+    equivalent: str | None = None
     category: str
     stop: str
     halted: bool
@@ -189,6 +193,7 @@ async def _answer(
             answer=text,
             f1=round(score, 6),
             em=exact_match(text, t.gold),
+            equivalent=(rule.method if (rule := decide(text, t.gold)) is not None else None),
             category=classify(score, gold_in(scratch, t.gold), halted, err, ctx.settings.f1_threshold),
             stop=stop,
             halted=halted,

@@ -68,6 +68,7 @@ def summarise(
             "failed": failed.get(s.name, {}),
             "f1": _f1(ctx, [a.f1 for a in mine]),
             "em": Estimate.proportion(int(sum(a.em for a in mine)), n).model_dump(),
+            "equivalent": Estimate.proportion(sum(a.equivalent is not None for a in mine), n).model_dump(),
             "by_level": group("level"),
             "by_task": group("task"),
             "by_domain": group("domain"),
@@ -84,6 +85,8 @@ def summarise(
         ctx.store.put_metric("rageval.f1", s.name, f1.value, lo=f1.lo, hi=f1.hi, n=f1.n)
         em = Estimate.model_validate(res["em"])
         ctx.store.put_metric("rageval.em", s.name, em.value, lo=em.lo, hi=em.hi, n=em.n)
+        eq = Estimate.model_validate(res["equivalent"])
+        ctx.store.put_metric("rageval.equivalent", s.name, eq.value, lo=eq.lo, hi=eq.hi, n=eq.n)
         per[s.name] = res
     ranked = sorted(
         (name for name, r in per.items() if r["not_applicable"] is None and r["f1"]["value"] is not None),
@@ -96,6 +99,7 @@ def summarise(
             "system": name,
             "F1": Estimate.model_validate(per[name]["f1"]).text(),
             "EM": Estimate.model_validate(per[name]["em"]).text(),
+            "equivalent": Estimate.model_validate(per[name]["equivalent"]).text(),
             **{lv: _level_text(per[name]["by_level"].get(lv)) for lv in ctx.settings.levels},
             "tokens/q": f"{per[name]['mean_tokens']:.0f}",
         }
