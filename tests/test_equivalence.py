@@ -21,6 +21,18 @@ from proctor.judging.equivalence import decide, missing_quantities, quantities, 
         ("roughly 25 percent of them", "about one in four", "numeric_equivalent"),
         ("a quarter of the fleet", "25%", "numeric_equivalent"),
         ("It was signed on March 12, 1887.", "12 March 1887", "same_date"),
+        # Conversions between units of one dimension (within 2 %: writers round converted values).
+        ("roughly 211 miles", "about 340 kilometres", "numeric_equivalent"),
+        ("roughly 138 feet", "42 metres", "numeric_equivalent"),
+        ("once a fortnight", "every 14 days", "numeric_equivalent"),
+        ("within a week", "seven days", "numeric_equivalent"),
+        ("half an hour", "30 minutes", "numeric_equivalent"),
+        ("roughly a third of an hour", "about 20 minutes", "numeric_equivalent"),
+        ("No less than half a day before the storm arrives.", "at least 12 hours", "numeric_equivalent"),
+        ("every other year", "every two years", "numeric_equivalent"),
+        ("roughly seven pieces in ten", "about 70 percent", "numeric_equivalent"),
+        ("3 out of 5 households", "60 percent", "numeric_equivalent"),
+        ("Six parts black sand to two parts kelp ash to one part crushed shell.", "6 : 2 : 1", "same_ratio"),
     ],
 )
 def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> None:
@@ -38,6 +50,12 @@ def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> Non
         ("The ferry company is Island Express", "Tarnvik Lines"),  # a confident invention
         ("about half", "about one in four"),  # a different share
         ("The ridge is 2,540 metres high.", "2450 m"),  # wrong number, right unit
+        ("roughly 150 miles", "about 340 kilometres"),  # a wrong conversion
+        ("an hour", "30 minutes"),  # a different span
+        ("not half an hour", "30 minutes"),  # negated
+        ("two parts sand to six parts ash to one part shell", "6 : 2 : 1"),  # the terms in another order
+        ("Six rowers.", "six rowers and a steerer"),  # the number, but part of the reference is missing
+        ("every other month", "every two years"),  # another unit of time that does not convert
         ("2450 feet", "2450 m"),  # right number, wrong unit
         ("It opened in 1887 or 1888.", "1887"),  # several numbers
         ("It did not open in 1887.", "1887"),  # negated
@@ -172,5 +190,32 @@ def test_quantity_guard_vetoes_only_answers_without_the_references_numbers(
     ],
 )
 def test_veto_is_sure_or_silent(answer: str, reference: str, method: str | None) -> None:
+    decision = veto(answer, reference)
+    assert (decision.method if decision else None) == method
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "method"),
+    [
+        # A part of a reference that lists short items is missing.
+        ("Black sand and kelp ash.", "black sand, kelp ash and crushed seashell", "reference_part_missing"),
+        ("Six rowers.", "six rowers and a steerer", "reference_part_missing"),
+        ("gutter, then a sand filter", "gutter, settling tank, sand filter, then ultraviolet treatment",
+         "reference_part_missing"),
+        # One of the numbers of a short several-number reference is missing.
+        ("It dropped to roughly 6,500.", "it fell from about 9,000 to about 6,500",
+         "reference_quantity_missing"),
+        ("Sustained winds above 65 km/h.", "sustained wind above 65 km/h or gusts above 90 km/h",
+         "reference_quantity_missing"),
+        # Negative cases: the guard stays silent.
+        ("crushed shells, black sands and ash of kelp", "black sand, kelp ash and crushed seashell", None),
+        ("thirty-four hundred", "3,400", None),  # a comma inside a number is not a list
+        ("nine and a half hours", "9 hours 30 minutes", None),  # one span in two units
+        # A sentence stating a fact with side numbers is not a several-number answer.
+        ("It was melted at 1,420 degrees.", "The batch is melted at 1420 °C for ten hours.", None),
+        ("91 degrees", "91 °C, not 100 °C", None),  # the other number is a contrast
+    ],
+)  # fmt: skip
+def test_guards_for_partial_answers(answer: str, reference: str, method: str | None) -> None:
     decision = veto(answer, reference)
     assert (decision.method if decision else None) == method

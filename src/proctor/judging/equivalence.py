@@ -48,6 +48,7 @@ _UNITS = {
     "c": "°c", "°c": "°c", "celsius": "°c", "degrees": "°", "degree": "°",
     "h": "h", "hour": "h", "hours": "h", "min": "min", "minute": "min", "minutes": "min",
     "s": "s", "second": "s", "seconds": "s", "day": "day", "days": "day", "week": "week", "weeks": "week",
+    "fortnight": "fortnight", "fortnights": "fortnight",
     "year": "year", "years": "year", "month": "month", "months": "month",
     "mile": "mile", "miles": "mile", "ft": "ft", "foot": "ft", "feet": "ft",
     "%": "%", "percent": "%", "per cent": "%", "percentage": "%",
@@ -65,6 +66,22 @@ _FRACTIONS = {
     "a quarter": 0.25, "one quarter": 0.25, "three quarters": 0.75, "two thirds": 2 / 3,
 }  # fmt: skip
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+# Units one converts exactly: (dimension, factor to its base unit). Months and years are left out (their
+# length varies), as are temperatures (an offset, and "degrees" without a scale is ambiguous).
+_CONVERT = {
+    "m": ("length", 1.0), "km": ("length", 1e3), "cm": ("length", 1e-2), "mm": ("length", 1e-3),
+    "mile": ("length", 1609.344), "ft": ("length", 0.3048),
+    "kg": ("mass", 1.0), "g": ("mass", 1e-3), "t": ("mass", 1e3),
+    "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
+    "week": ("time", 604800.0), "fortnight": ("time", 1209600.0),
+}  # fmt: skip
+# How far two quantities in different units may differ after conversion: writers round converted values
+# ("340 km" is 211.3 miles, written "211 miles").
+_CONVERSION_TOLERANCE = 0.02
+# Comparisons that are not negations ("no less than half a day").
+_NOT_NEGATIONS = re.compile(
+    r"\b(?:no|not)\s+(?:less|more|fewer|later|earlier|sooner)\s+than\b", re.IGNORECASE
+)
 _MONTH_NAMES = "january february march april may june july august september october november december"
 _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), 1)}
 
@@ -96,10 +113,24 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
         if dates_a and all(d == date_r for d in dates_a):
             return RuleDecision("same_date", "-".join(map(str, date_r)))
         return None
+    ratio = _ratio(reference)
+    if ratio is not None:
+        stated = [
+            v for w in re.findall(r"[a-z]+|\d+(?:\.\d+)?", answer.lower()) if (v := _number(w)) is not None
+        ]
+        if stated == ratio and not _negated_anywhere(a):
+            return RuleDecision("same_ratio", " : ".join(f"{v:g}" for v in ratio))
+        return None
     q_r = quantities(reference)
     if len(q_r) == 1:
         q_a = quantities(answer)
-        if q_a and all(_same(q, q_r[0]) for q in q_a) and not _negated_anywhere(a):
+        plain = normalize_answer(_NOT_NEGATIONS.sub(" ", answer))
+        if (
+            q_a
+            and all(_same(q, q_r[0]) for q in q_a)
+            and not _negated_anywhere(plain)
+            and missing_part(answer, reference) is None  # "six rowers" for "six rowers and a steerer"
+        ):
             return RuleDecision("numeric_equivalent", f"{q_r[0].value:g} {q_r[0].unit or ''}".strip())
         return None
     if q_r:
@@ -213,7 +244,21 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     reference's. Anything written otherwise (compound number words, other units, "half an hour") is left
     to the LLM. None: the LLM's verdict stands."""
     wanted = stated_numbers(reference)
-    if not wanted or _all_numbers(reference) & _all_numbers(answer):
+    if not wanted:
+        return None
+    have = _all_numbers(answer)
+    if _all_numbers(reference) & have:
+        lacking = sorted(v for v in wanted if v not in have)
+        ref_q = _plain_quantities(reference)
+        ref_dims = {_CONVERT.get(q.unit or "", ("", 0.0))[0] for q in ref_q}
+        # "9 hours 30 minutes": one quantity written in several units of one dimension.
+        compound = len(ref_dims) == 1 and "" not in ref_dims and len({q.unit for q in ref_q}) == len(ref_q)
+        # A short answer-like reference ("from about 9,000 to about 6,500"), not a sentence stating a fact
+        # with side numbers ("... melted at 1420 °C for ten hours.", "91 °C, not 100 °C"): all its numbers.
+        phrase = len(reference.split()) <= _MAX_PHRASE_WORDS and not reference.rstrip().endswith(".")
+        if phrase and len(wanted) > 1 and lacking and not compound and not _NEGATED_NUMBER.search(reference):
+            shown = ", ".join(f"{v:g}" for v in lacking)
+            return RuleDecision("reference_quantity_missing", f"the answer lacks {shown} of the reference")
         return None
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))
     dims = {_DIMENSION.get(q.unit or "") for q in _plain_quantities(reference)}
@@ -288,6 +333,52 @@ def missing_term(answer: str, reference: str) -> RuleDecision | None:
     return RuleDecision("reference_term_missing", f"the answer lacks {', '.join(missing)}{said}")
 
 
+_MAX_PHRASE_WORDS = 12
+_NEGATED_NUMBER = re.compile(
+    r"\b(?:not|never|rather than|instead of)\s+(?:at\s+|the\s+)?[\d\w]", re.IGNORECASE
+)
+_PART_SEPARATORS = re.compile(r"(?<!\d),(?!\d)|;|\band\b|\bthen\b|\bplus\b", re.IGNORECASE)
+_MAX_PART_WORDS = 4
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def missing_part(answer: str, reference: str) -> RuleDecision | None:
+    """`reference_part_missing`: the reference lists several short items ("black sand, kelp ash and
+    crushed seashell", "six rowers and a steerer") and the answer has no word (by stem or near spelling)
+    of one of them. References that are not such lists are left alone."""
+    raw_parts = [
+        (raw, words)
+        for raw in _PART_SEPARATORS.split(reference)
+        if (words := _content_words(raw)) and words[0] not in NEGATIONS  # "not 100 °C": a contrast
+    ]
+    if len(raw_parts) < 2 or any(len(words) > _MAX_PART_WORDS for _, words in raw_parts):
+        return None
+    numbers = _all_numbers(answer)
+    parts = [
+        # Numbers and units are the other guard's business.
+        [w for w in words if not re.fullmatch(r"[\d.]+", w) and w not in _UNITS]
+        for raw, words in raw_parts
+        # A part whose numbers the answer states is there ("12 metres wide" in "12 m by 4 m").
+        if not (stated_numbers(raw) and stated_numbers(raw) <= numbers)
+    ]
+    parts = [p for p in parts if p]
+    have = _content_words(answer)
+    stems = {_stem(w) for w in have}
+
+    def present(word: str) -> bool:
+        return _stem(word) in stems or any(
+            difflib.SequenceMatcher(None, word, x).ratio() >= _NEAR_SPELLING for x in have
+        )
+
+    lacking = [" ".join(p) for p in parts if not any(present(w) for w in p)]
+    if not lacking:
+        return None
+    return RuleDecision("reference_part_missing", f"the answer lacks {'; '.join(lacking)}")
+
+
 def veto(answer: str, reference: str) -> RuleDecision | None:
     """The guards after an LLM "correct" (module docstring): the first that is sure, meaning "incorrect";
     None when the LLM's verdict stands."""
@@ -295,7 +386,11 @@ def veto(answer: str, reference: str) -> RuleDecision | None:
         normalize_answer(answer)
     ):
         return RuleDecision("alternatives_listed", "the answer offers alternatives")
-    return missing_quantities(answer, reference) or missing_term(answer, reference)
+    return (
+        missing_quantities(answer, reference)
+        or missing_term(answer, reference)
+        or missing_part(answer, reference)
+    )
 
 
 def _contains_phrase(words: list[str], phrase: list[str]) -> bool:
@@ -313,6 +408,10 @@ def _negated_anywhere(normalised: str) -> bool:
 
 
 def _same(a: Quantity, b: Quantity) -> bool:
+    if a.unit != b.unit and a.unit in _CONVERT and b.unit in _CONVERT:
+        (dim_a, fa), (dim_b, fb) = _CONVERT[a.unit], _CONVERT[b.unit]
+        x, y = a.value * fa, b.value * fb
+        return dim_a == dim_b and abs(x - y) <= _CONVERSION_TOLERANCE * max(abs(x), abs(y))
     if a.unit != b.unit and not (a.unit is None or b.unit is None):
         return False
     if (a.unit == "share") != (b.unit == "share"):
@@ -325,7 +424,17 @@ _QUANTITY = re.compile(
     rf"(?P<num>{_NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°c|%|per cent|[a-z]+)?",
     re.IGNORECASE,
 )
-_IN = re.compile(r"\b(?P<a>\w+)\s+(?:in|out of)\s+(?P<b>\w+)\b", re.IGNORECASE)
+# "one in four", "seven pieces in ten", "3 out of 5" (a lookahead: "about one in four" finds "one in four").
+_IN = re.compile(
+    r"(?=\b(?P<full>(?P<a>\w+)(?:\s+(?P<what>[a-z]+))?\s+(?:in|out of)\s+(?P<b>\w+))\b)", re.IGNORECASE
+)
+_SPAN_UNITS = "minute|hour|day|week|fortnight|month|year"
+_FRACTION_WORDS = "|".join(sorted(_FRACTIONS, key=len, reverse=True))
+# "half an hour", "a third of an hour", "three quarters of a day", "within a week", "once a fortnight".
+_PART_OF_UNIT = re.compile(
+    rf"\b(?:(?P<frac>{_FRACTION_WORDS})\s+(?:of\s+)?)?\b(?:an?)\s+(?P<unit>{_SPAN_UNITS})\b", re.IGNORECASE
+)
+_EVERY_OTHER = re.compile(rf"\bevery\s+other\s+(?P<unit>{_SPAN_UNITS})\b", re.IGNORECASE)
 
 
 def _number(word: str) -> float | None:
@@ -340,11 +449,17 @@ def quantities(text: str) -> list[Quantity]:
     """The quantities a text states: "one in four", fractions, number words, digits with scale and unit."""
     t = text.lower().replace("per cent", "percent")
     out: list[Quantity] = []
-    for m in _IN.finditer(t):
+    for m in _EVERY_OTHER.finditer(t):
+        out.append(Quantity(2.0, _UNITS[m["unit"]]))
+    t = _EVERY_OTHER.sub(" ", t)
+    for m in _PART_OF_UNIT.finditer(t):
+        out.append(Quantity(_FRACTIONS[m["frac"]] if m["frac"] else 1.0, _UNITS[m["unit"]]))
+    t = _PART_OF_UNIT.sub(" ", t)
+    for m in list(_IN.finditer(t)):
         a, b = _number(m["a"]), _number(m["b"])
-        if a is not None and b:
+        if a is not None and b and (m["what"] is None or _number(m["what"]) is None):
             out.append(Quantity(a / b, "share"))
-            t = t.replace(m[0], " ")
+            t = t.replace(m["full"], " ")
     for phrase, v in sorted(_FRACTIONS.items(), key=lambda kv: -len(kv[0])):
         if re.search(rf"\b{phrase}\b", t):
             out.append(Quantity(v, "share"))
@@ -365,6 +480,16 @@ def quantities(text: str) -> list[Quantity]:
 
 _DATE_DMY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([a-z]+),?\s+(\d{3,4})\b", re.IGNORECASE)
 _DATE_MDY = re.compile(r"\b([a-z]+)\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{3,4})\b", re.IGNORECASE)
+
+
+_RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)(?:\s*:\s*(\d+(?:\.\d+)?))+\s*$")
+
+
+def _ratio(reference: str) -> list[float] | None:
+    """The terms of a reference that is a ratio ("6 : 2 : 1"), else None."""
+    if not _RATIO.match(reference):
+        return None
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", reference)]
 
 
 def _dates(text: str) -> list[tuple[int, int, int]]:

@@ -107,6 +107,14 @@ class JudgeStyle:
     threshold: float = 0.5
 
 
+# proctor's default judge style (`judge_panel` defaults): the verdict alone, "correct" from P(correct) 0.3 —
+# measured on bench/judge_agreement.py's labelled set with the embedded 1.5B (the threshold is the middle of
+# the plateau 0.25-0.40 on the tuning half; bench/README.md has the figures). A judge that doubts says so in
+# its probability; below 0.5 the small judge's habit of calling a right answer with extra detail wrong is
+# outvoted, while its confident "incorrect" still stands.
+DEFAULT_STYLE = JudgeStyle(verdict_only=True, threshold=0.3)
+
+
 async def _one(
     model: Model, messages: list[Message], style: JudgeStyle, max_tokens: int, temperature: float, seed: int
 ) -> tuple[str, str, float | None]:

@@ -10,7 +10,7 @@ logprobs, the verdict's probability.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from proctor.errors import UserError
 from proctor.judging import Verdict, judge_with_reference, judge_without_reference
 from proctor.judging.equivalence import decide, veto
-from proctor.judging.llm import JudgeStyle
+from proctor.judging.llm import DEFAULT_STYLE, JudgeStyle
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.answers import AnswerItem
@@ -55,16 +55,18 @@ class PanelConfig(BaseModel):
         description="majority (a tie is 'incorrect') or unanimous (every judge must say 'correct')",
     )
     verdict_only: bool = Field(
-        False,
-        description="ask for the verdict without a reason (a few tokens per judgment instead of ~50); the "
-        "judgment's reason then states the verdict probability",
+        DEFAULT_STYLE.verdict_only,
+        description="ask for the verdict without a reason (a few tokens per judgment instead of ~50; the "
+        "judgment's reason then states the verdict probability); false: a reason first, then the verdict "
+        "(bench/judge_agreement.py: kappa 0.94 verdict-only at 0.3 vs 0.82 reason-first, embedded 1.5B)",
     )
     threshold: float = Field(
-        0.5,
+        DEFAULT_STYLE.threshold,
         gt=0,
         lt=1,
         description="'correct' when the judge's P(correct), read from logprobs, reaches this; 0.5 is the "
-        "judge's own verdict; servers without logprobs keep their verdict",
+        "judge's own verdict; servers without logprobs keep their verdict; 0.3 was chosen on the tuning half "
+        "of bench/judge_agreement.py's labelled set",
     )
 
 
@@ -73,7 +75,7 @@ class Panel:
     """The judge models (the judge role first) and how their verdicts combine."""
 
     models: tuple[Model, ...]
-    style: JudgeStyle = field(default_factory=JudgeStyle)
+    style: JudgeStyle = DEFAULT_STYLE
     combine: Combine = "majority"
 
     @classmethod
