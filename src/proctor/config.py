@@ -33,7 +33,9 @@ class ModelConfig(Strict):
     """One model. `spec` is provider/name: openai/<model>, local/<name> or scripted/<name>."""
 
     spec: str
-    base_url: str | None = None
+    base_url: str | list[str] | None = Field(
+        None, description="the server's URL, or a list of URLs of servers of the same model (replicas)"
+    )
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     max_concurrency: int | None = Field(None, ge=1, le=1024)
     timeout_s: float = Field(120.0, gt=0)
@@ -42,7 +44,10 @@ class ModelConfig(Strict):
     output_price_per_mtok: float = Field(0.0, ge=0)
     n_parallel: int | None = Field(None, ge=1, le=16, description="local/ only: server slots")
     n_ctx: int | None = Field(None, ge=512, le=131072, description="local/ only: context tokens per slot")
-    threads: int | None = Field(None, ge=1, le=256, description="local/ only: CPU threads")
+    threads: int | None = Field(None, ge=1, le=256, description="local/ only: CPU threads (per replica)")
+    replicas: int | None = Field(
+        None, ge=1, le=64, description="local/ only: embedded servers of this model, calls spread over them"
+    )
 
     @field_validator("spec")
     @classmethod
@@ -51,6 +56,43 @@ class ModelConfig(Strict):
         if provider not in {"openai", "local", "scripted"} or not name:
             raise ValueError("must be openai/<model>, local/<name> or scripted/<name>")
         return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_urls(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError(
+                    "an empty list — give one URL, or the URLs of several servers of the same model "
+                    "(base_url: [http://host1:8000/v1, http://host2:8000/v1])"
+                )
+            seen: set[str] = set()
+            for u in v:
+                if u.rstrip("/") in seen:
+                    raise ValueError(f"lists {u} twice — list each replica's URL once")
+                seen.add(u.rstrip("/"))
+        return v
+
+    @model_validator(mode="after")
+    def _replicas(self) -> ModelConfig:
+        provider = self.spec.partition("/")[0]
+        if isinstance(self.base_url, list) and provider != "openai":
+            raise ValueError(
+                f"base_url: a list of servers applies to openai/ models only; for several embedded servers "
+                f"of '{self.spec}' set `replicas: N` instead"
+            )
+        if self.replicas is None or provider == "local":
+            return self
+        if provider == "openai":
+            n = len(self.base_url) if isinstance(self.base_url, list) else None
+            if self.replicas != n:
+                raise ValueError(
+                    "replicas: an openai/ model's replicas are the servers it lists — give base_url as a "
+                    "list of their URLs (base_url: [http://host1:8000/v1, http://host2:8000/v1]) and remove "
+                    "`replicas`" + (f" (or make it {n}, the number of URLs listed)" if n else "")
+                )
+            return self
+        raise ValueError(f"replicas applies to local/ models only; remove it from '{self.spec}'")
 
     @field_validator("api_key_env")
     @classmethod
@@ -107,6 +149,38 @@ class CandidateConfig(Strict):
         return self
 
 
+class RayConfig(Strict):
+    """The `ray:` section: where Ray runs and how much of it proctor may use (with `executor: ray`).
+
+    Work sent to Ray: corpus reading, chunking and chunk embedding (Ray Data), and the servers of `local/`
+    models with `replicas` (Ray actors). Everything else — the run store, the call cache, the protocol —
+    stays in the driver process.
+    """
+
+    address: str | None = Field(
+        None,
+        description="a running cluster ('auto', 'host:6379' or 'ray://host:10001'); unset starts a local "
+        "instance in this process",
+    )
+    num_cpus: int | None = Field(
+        None, ge=1, le=4096, description="CPUs of the local instance proctor starts (default: all cores)"
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, le=4096, description="corpus tasks running at once (default: the cluster's CPUs)"
+    )
+    files_per_task: int = Field(
+        64, ge=1, le=100_000, description="most corpus files per task (a task also stops at 32 MB of files)"
+    )
+    embed: bool = Field(True, description="embed the chunks on Ray when the config names an `embedder`")
+    embed_actors: int = Field(1, ge=1, le=1024, description="embedding workers (1 CPU, model loaded once)")
+    output_dir: str | None = Field(
+        None,
+        description="folder for the chunk table (Parquet); default <cache_dir>/corpus-ray. On a multi-node "
+        "cluster it must be a mount every node shares (the workers write it, the driver reads it)",
+    )
+    start_timeout_s: float = Field(120.0, gt=0, le=3600, description="give up starting/joining Ray after")
+
+
 class RunConfig(Strict):
     protocol: str
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -125,6 +199,10 @@ class RunConfig(Strict):
         gt=0,
         description="stop sending paid calls once this much (USD, at the configured prices) is spent",
     )
+    executor: Literal["local", "ray"] = Field(
+        "local", description="where corpus processing and local-model replicas run (see `ray:`)"
+    )
+    ray: RayConfig = Field(default_factory=RayConfig)
     # The section named after the protocol (e.g. `qa:`), validated by that protocol's own Config.
     settings: SerializeAsAny[BaseModel] | None = None
 
@@ -186,9 +264,14 @@ class RunConfig(Strict):
         return self
 
     def config_hash(self) -> str:
-        """Identity of what the run measures: the budget is left out, so `--resume` with a raised budget
-        continues the same run."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"budget_usd"}), sort_keys=True)
+        """Identity of what the run measures: the budget and where the work runs (executor, ray) are left
+        out, so `--resume` with a raised budget, or on Ray, continues the same run."""
+        data = self.model_dump(mode="json", exclude={"budget_usd", "executor", "ray"})
+        # Nor how many embedded servers run a model: 4 replicas measure what 1 does (same cache keys), so a
+        # run started with 1 resumes with 4. (Left out when unset too, so older configs keep their hash.)
+        for m in data["models"].values():
+            m.pop("replicas", None)
+        blob = json.dumps(data, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property

@@ -35,7 +35,7 @@ class RunResult:
 def build_models(config: RunConfig) -> dict[str, Model]:
     models = {}
     for name, m in config.models.items():
-        local_only = {"n_parallel", "n_ctx", "threads"}
+        local_only = {"n_parallel", "n_ctx", "threads"}  # `replicas` is checked by ModelConfig
         opts = m.model_dump(exclude={"spec", *local_only}, exclude_none=True)
         for option in local_only:
             value = getattr(m, option)
@@ -43,7 +43,13 @@ def build_models(config: RunConfig) -> dict[str, Model]:
                 if not m.spec.startswith("local/"):
                     raise UserError(f"models.{name}.{option} applies to local/ models only; remove it.")
                 opts[option] = value
-        models[name] = get_model(m.spec, cache_dir=config.cache_dir, where=f"models.{name}", **opts)
+        model = get_model(m.spec, cache_dir=config.cache_dir, where=f"models.{name}", **opts)
+        if config.executor == "ray" and m.spec.startswith("local/") and m.replicas is not None:
+            # The replicas' servers become Ray actors across the cluster; the call path stays here.
+            from proctor.scale.replica_actors import ray_local_model
+
+            model = ray_local_model(model, m, config.ray, where=f"models.{name}")
+        models[name] = model
     return models
 
 
@@ -53,7 +59,11 @@ async def check_servers(config: RunConfig) -> None:
 
     for name, m in config.models.items():
         if m.spec.startswith("openai/"):
-            await check_reachable(m.base_url or DEFAULT_BASE_URL, f"models.{name}.base_url")
+            if isinstance(m.base_url, list):  # replicas: every listed server must answer at the start
+                for i, url in enumerate(m.base_url):
+                    await check_reachable(url, f"models.{name}.base_url[{i}]")
+            else:
+                await check_reachable(m.base_url or DEFAULT_BASE_URL, f"models.{name}.base_url")
 
 
 def _prefix(config: RunConfig) -> str:
@@ -104,6 +114,12 @@ def run_config(
         raise UserError(f"{missing}.")
     models = build_models(cfg)
     asyncio.run(check_servers(cfg))
+    if cfg.executor == "ray":
+        # Fail before the run folder exists when Ray is missing or cannot start; the local instance started
+        # here lives until this process exits and is shared by later runs in it.
+        from proctor.scale.ray_session import ensure_ray
+
+        ensure_ray(cfg.ray)
     run_dir = run_dir_for(cfg, Path(out), resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(run_dir / "proctor.log", encoding="utf-8")

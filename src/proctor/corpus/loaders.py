@@ -47,6 +47,15 @@ def iter_documents(
     record by record). Skips are appended to `report`, which the caller reads after exhausting the
     iterator. The path is checked now, not at the first `next()`, so a typo fails where it is made.
     """
+    root = check_corpus_path(path)
+    rep = report if report is not None else LoadReport()
+    rep.root = str(root)
+    opts = _options(text_field, title_field, id_field, extensions)
+    return _generate(root, opts, rep)
+
+
+def check_corpus_path(path: str | os.PathLike[str]) -> Path:
+    """The corpus path as a `Path`; `UserError` naming corpus.path when it does not exist."""
     root = Path(path)
     if not root.exists():
         # Paths from a config file arrive absolute (resolved against the config's folder).
@@ -59,21 +68,46 @@ def iter_documents(
             f"Corpus path '{root}' does not exist ({where}). "
             "Check the spelling, or set corpus.path to the file or folder that holds your documents."
         )
-    rep = report if report is not None else LoadReport()
-    rep.root = str(root)
+    return root
+
+
+def _options(
+    text_field: str, title_field: str | None, id_field: str | None, extensions: list[str] | None
+) -> _Options:
     exts = (
         None
         if extensions is None
         else frozenset(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
     )
-    opts = _Options(text_field=text_field, title_field=title_field, id_field=id_field, extensions=exts)
-    return _generate(root, opts, rep)
+    return _Options(text_field=text_field, title_field=title_field, id_field=id_field, extensions=exts)
+
+
+def iter_corpus_files(root: Path, report: LoadReport) -> Iterator[tuple[Path, str]]:
+    """(file, path relative to the corpus root) in the order `iter_documents` reads them; entries that
+    are not readable files are recorded in `report`. For executors that load files in parallel
+    (proctor.scale) and must reproduce the sequential order."""
+    base = root if root.is_dir() else root.parent
+    for file in _walk(root, report, base, set()):
+        yield file, file.relative_to(base).as_posix()
+
+
+def load_file(
+    file: Path,
+    rel: str,
+    *,
+    text_field: str = DEFAULT_TEXT_FIELD,
+    title_field: str | None = None,
+    id_field: str | None = None,
+    extensions: list[str] | None = None,
+    report: LoadReport,
+) -> Iterator[Document]:
+    """The documents of one file (`rel` is its source name); skips go to `report`. Counters are the
+    caller's: `iter_documents` is this over `iter_corpus_files` plus the counting."""
+    return _load_file(file, rel, _options(text_field, title_field, id_field, extensions), report)
 
 
 def _generate(root: Path, opts: _Options, report: LoadReport) -> Iterator[Document]:
-    base = root if root.is_dir() else root.parent
-    for file in _walk(root, report, base, set()):
-        rel = file.relative_to(base).as_posix()
+    for file, rel in iter_corpus_files(root, report):
         report.files_seen += 1
         produced = 0
         for doc in _load_file(file, rel, opts, report):

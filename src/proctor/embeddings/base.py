@@ -124,5 +124,28 @@ class Embedder:
             self._dim = int(out.shape[1])
         return out
 
+    def prime(self, texts: list[str], vectors: np.ndarray) -> int:
+        """Store vectors of `texts` computed elsewhere by the same model (e.g. on Ray workers, which cannot
+        share this process's cache file), so later `embed` calls on them are cache hits. Texts already in
+        the cache keep their vectors. Returns how many were added; without a cache, does nothing."""
+        vecs = normalize_rows(vectors)
+        if vecs.ndim != 2 or vecs.shape[0] != len(texts):
+            raise ValueError(f"{self.spec}: prime() got {vecs.shape} vectors for {len(texts)} texts")
+        if self._dim is not None and len(texts) and vecs.shape[1] != self._dim:
+            raise ValueError(f"{self.spec}: prime() got {vecs.shape[1]}-d vectors, expected {self._dim}")
+        if self.cache is None or not texts:
+            return 0
+        keys = self._keys(list(texts))
+        new: dict[str, str] = {}
+        for i in range(0, len(keys), 5000):
+            block = keys[i : i + 5000]
+            cached = self.cache.get_many(sorted(set(block)))
+            for j, k in enumerate(block, start=i):
+                if k not in cached and k not in new:
+                    new[k] = _encode(vecs[j])
+        if new:
+            self.cache.put_many(new)
+        return len(new)
+
     def close(self) -> None:
         """Release backend resources (HTTP clients); the embedder stays usable."""

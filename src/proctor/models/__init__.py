@@ -5,10 +5,15 @@
 
 Specs: `openai/<model>` (any OpenAI-compatible server via `base_url`), `local/<name>` (embedded, offline),
 `scripted/<name>` (deterministic, for tests).
+
+Replicas: `base_url=[url1, url2, ...]` (servers the user runs) or `local/<name>` with `replicas=N` (N
+embedded servers) put a `ReplicaPool` in front of the servers; the `Model` and its call path are the same.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +63,9 @@ def shared_cache(cache_dir: str | Path | None = None) -> CallCache:
 def get_model(
     spec: str,
     *,
-    base_url: str | None = None,
+    base_url: str | list[str] | None = None,
+    replicas: int | None = None,
+    replica_cooldown_s: float = 5.0,
     api_key_env: str | None = None,
     max_concurrency: int | None = None,
     timeout_s: float = 120.0,
@@ -72,33 +79,75 @@ def get_model(
     where: str = "model",
     **local_options: Any,
 ) -> Model:
-    """Build a model from its spec. `where` names the config field for error messages."""
+    """Build a model from its spec. `where` names the config field for error messages.
+
+    `base_url` may be a list of servers of the same model (replicas; `openai/` only) and `replicas` the
+    number of embedded servers of a `local/` model; either way a `ReplicaPool` spreads the calls and
+    `max_concurrency` (default: the sum of the replicas' defaults) caps them all together.
+    `replica_cooldown_s`: how long a replica that failed with a connection error, timeout or 5xx is
+    left out of rotation."""
     provider_name, sep, name = spec.partition("/")
     if not sep or not name:
         raise UserError(
             f"{where}: model spec '{spec}' is not of the form provider/name. "
             f"Use openai/<model>, local/<name> or scripted/<name>."
         )
+    urls = _replica_urls(base_url, where)
+    if urls is not None and provider_name != "openai":
+        raise UserError(
+            f"{where}.base_url: a list of servers applies to openai/ models only ('{spec}' is not one). "
+            f"For several embedded servers of a local/ model, set `replicas: N` instead."
+        )
+    if replicas is not None and (not isinstance(replicas, int) or replicas < 1):
+        raise UserError(f"{where}.replicas must be a positive integer, got {replicas!r}.")
     provider: Any
     if provider_name == "openai":
         from proctor.models.openai_compat import DEFAULT_BASE_URL, OpenAICompatProvider
 
-        provider = OpenAICompatProvider(
-            name,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key_env=api_key_env,
-            timeout_s=timeout_s,
-            where=where,
-        )
-        concurrency = max_concurrency or 16
+        if replicas is not None and (urls is None or replicas != len(urls)):
+            raise UserError(
+                f"{where}.replicas: an openai/ model's replicas are the servers it lists: give base_url "
+                f"as a list of their URLs (base_url: [http://host1:8000/v1, http://host2:8000/v1]) and "
+                f"remove `replicas`"
+                + (f" (or make it {len(urls)}, the number of URLs listed)." if urls else ".")
+            )
+        servers = [
+            OpenAICompatProvider(
+                name, base_url=url, api_key_env=api_key_env, timeout_s=timeout_s, where=where
+            )
+            for url in (urls or [base_url if isinstance(base_url, str) else DEFAULT_BASE_URL])
+        ]
+        provider = _pool(servers, where, replica_cooldown_s) if urls is not None else servers[0]
+        concurrency = max_concurrency or 16 * len(servers)
     elif provider_name == "local":
         from proctor.models.local import local_provider
 
-        provider = local_provider(name, where=where, max_concurrency=max_concurrency, **local_options)
-        concurrency = max_concurrency or provider.n_parallel
+        if replicas is None or replicas == 1:
+            provider = local_provider(name, where=where, max_concurrency=max_concurrency, **local_options)
+            concurrency = max_concurrency or provider.n_parallel
+        else:
+            # N servers on this machine: the cores are split between them unless `threads` says otherwise,
+            # and an explicit max_concurrency is the total, each server getting its share of slots.
+            threads = local_options.pop("threads", None) or max(1, (os.cpu_count() or 1) // replicas)
+            per_replica = math.ceil(max_concurrency / replicas) if max_concurrency else None
+            locals_ = [
+                local_provider(
+                    name,
+                    where=where,
+                    max_concurrency=per_replica,
+                    threads=threads,
+                    replica=i,
+                    **local_options,
+                )
+                for i in range(replicas)
+            ]
+            provider = _pool(locals_, where, replica_cooldown_s)
+            concurrency = max_concurrency or sum(p.n_parallel for p in locals_)
     elif provider_name == "scripted":
         from proctor.models.scripted import ScriptedProvider
 
+        if replicas is not None and replicas != 1:
+            raise UserError(f"{where}.replicas applies to local/ models only; remove it from '{spec}'.")
         provider = ScriptedProvider(name, where=where)
         concurrency = max_concurrency or 16
     else:
@@ -121,6 +170,31 @@ def get_model(
         cache=call_cache,
         max_reasks=max_reasks,
     )
+
+
+def _replica_urls(base_url: str | list[str] | None, where: str) -> list[str] | None:
+    """The URLs of a `base_url` list (None for a single URL or none): non-empty, distinct."""
+    if base_url is None or isinstance(base_url, str):
+        return None
+    urls = list(base_url)
+    if not urls or not all(isinstance(u, str) and u for u in urls):
+        raise UserError(
+            f"{where}.base_url: give one URL, or a non-empty list of the URLs of servers of the same model "
+            f"(base_url: [http://host1:8000/v1, http://host2:8000/v1])."
+        )
+    seen: set[str] = set()
+    for u in urls:
+        norm = u.rstrip("/")
+        if norm in seen:
+            raise UserError(f"{where}.base_url lists {u} twice. List each replica's URL once.")
+        seen.add(norm)
+    return urls
+
+
+def _pool(providers: list[Any], where: str, cooldown_s: float) -> Provider:
+    from proctor.models.replicas import ReplicaPool
+
+    return ReplicaPool(providers, where=where, cooldown_s=cooldown_s)
 
 
 def get_embedder(spec: str, **options: Any) -> Any:

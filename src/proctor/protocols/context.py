@@ -84,9 +84,9 @@ class RunContext(Generic[S]):
     @property
     def corpus(self) -> Corpus:
         if self._corpus is None:
-            from proctor.corpus import load_corpus
+            from proctor.scale import load_run_corpus
 
-            self._corpus = load_corpus(self.config.corpus)
+            self._corpus = load_run_corpus(self.config)  # the local loader, or Ray with `executor: ray`
         return self._corpus
 
     @property

@@ -9,7 +9,11 @@ In-process (tests)::
 
 As a separate process (benchmarks, kill -9 tests); the base URL is the first stdout line::
 
-    python -m proctor.testing.mock_server --port 0 --latency-ms 200
+    python -m proctor.testing.mock_server --port 0 --latency-ms 200 [--slots 2]
+
+`slots` caps how many requests are processed at once, like a llama.cpp server started with n_parallel
+slots: a request waits for a free slot, then takes `latency_ms` (default: unlimited slots). Without a cap
+a fixed-latency mock serves any concurrency in parallel, so spreading calls over replicas would not show.
 
 Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, plus
 GET /_mock/stats and POST /_mock/reset for a server running in another process.
@@ -105,8 +109,11 @@ class MockConfig:
     models: Sequence[str] = ("mock",)
     seed: int = 0
     record_bodies: bool = True
+    slots: int | None = None  # requests processed at once (the rest queue); None: no limit
 
     def validate(self) -> None:
+        if self.slots is not None and self.slots < 1:
+            raise ValueError(f"slots must be >= 1 or None, got {self.slots}")
         if not 0.0 <= self.fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in 0..1, got {self.fault_rate}")
         bad = [k for k in self.fault_kinds if k not in FAULT_KINDS]
@@ -128,6 +135,19 @@ class _State:
     count: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    busy: int = 0  # requests holding a slot (being "processed")
+    max_busy: int = 0
+    _slot_sem: asyncio.Semaphore | None = None
+    _slot_sem_size: int | None = None
+
+    def slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A processing slot when `config.slots` caps them (created in the serving loop, on first use)."""
+        n = self.config.slots
+        if n is None:
+            return contextlib.nullcontext()
+        if self._slot_sem is None or self._slot_sem_size != n:
+            self._slot_sem, self._slot_sem_size = asyncio.Semaphore(n), n
+        return self._slot_sem
 
 
 # --- reply content ---------------------------------------------------------------------------------
@@ -393,7 +413,13 @@ def build_app(state: _State) -> web.Application:
         state.in_flight += 1
         state.max_in_flight = max(state.max_in_flight, state.in_flight)
         try:
-            await _latency(config, state.rng)
+            async with state.slot():
+                state.busy += 1
+                state.max_busy = max(state.max_busy, state.busy)
+                try:
+                    await _latency(config, state.rng)
+                finally:
+                    state.busy -= 1
             if fault is not None:
                 return await _inject(fault, request, config)
             if request.path.endswith("/embeddings"):
@@ -418,6 +444,7 @@ def build_app(state: _State) -> web.Application:
                 "count": state.count,
                 "in_flight": state.in_flight,
                 "max_in_flight": state.max_in_flight,
+                "max_busy": state.max_busy,
                 "faults": state.faults,
             }
         )
@@ -442,6 +469,7 @@ def _reset(state: _State) -> None:
     state.faults.clear()
     state.count = 0
     state.max_in_flight = state.in_flight
+    state.max_busy = state.busy
     state.rng.seed(state.config.seed)
 
 
@@ -610,6 +638,11 @@ class MockServer:
     def max_in_flight(self) -> int:
         return self._state.max_in_flight
 
+    @property
+    def max_busy(self) -> int:
+        """Most requests processed at once (at most `slots` when slots are capped)."""
+        return self._state.max_busy
+
     def chat_requests(self) -> list[RecordedRequest]:
         return [r for r in self._state.requests if r.path.endswith("/chat/completions")]
 
@@ -734,6 +767,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rule", action="append", default=[], metavar="REGEX=REPLY", help="scripted reply rule")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-record-bodies", action="store_true", help="keep counts only (long benchmarks)")
+    p.add_argument(
+        "--slots", type=int, default=None, help="requests processed at once, like llama.cpp's n_parallel"
+    )
     return p.parse_args(argv)
 
 
@@ -759,6 +795,7 @@ async def _serve_forever(args: argparse.Namespace) -> None:
         embedding_dim=args.embedding_dim,
         seed=args.seed,
         record_bodies=not args.no_record_bodies,
+        slots=args.slots,
     )
     config.validate()
     state = _State(config=config, rng=random.Random(config.seed))

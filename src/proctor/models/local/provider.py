@@ -41,6 +41,7 @@ class LocalProvider(OpenAICompatProvider):
         timeout_s: float,
         startup_timeout_s: float = 300.0,
         where: str,
+        replica: int = 0,
     ) -> None:
         super().__init__(
             model.name,
@@ -65,6 +66,7 @@ class LocalProvider(OpenAICompatProvider):
         self.tools_note = TOOLS_NOTE
         self.n_parallel = settings.n_parallel  # the default concurrency (read by get_model)
         self.startup_timeout_s = startup_timeout_s
+        self.replica = replica  # which of a model's `replicas` servers this provider starts and talks to
         self.server: LocalServer | None = None
         self._prepare_lock = threading.Lock()
 
@@ -73,7 +75,7 @@ class LocalProvider(OpenAICompatProvider):
         with self._prepare_lock:
             if self.server is None:
                 weights = ensure_weights(self.packaged.name, where=self.where)
-                self.server = get_server(weights, self.settings)
+                self.server = get_server(weights, self.settings, self.replica)
                 self.server.startup_timeout_s = self.startup_timeout_s
         self.base_url = self.server.base_url
         return self.base_url
@@ -106,6 +108,7 @@ def local_provider(
     prompt_cache: bool = True,
     timeout_s: float = 600.0,
     startup_timeout_s: float = 300.0,
+    replica: int = 0,
     **unknown: Any,
 ) -> LocalProvider:
     """Provider for `local/<name>`. Nothing is loaded here; the first uncached request starts the server.
@@ -115,6 +118,7 @@ def local_provider(
     threads: CPU threads for llama.cpp (default: all cores).
     prompt_cache: reuse shared prompt prefixes (default); False gives bit-identical logprobs, slower.
     timeout_s: per request (generous: CPU generation is slow); startup_timeout_s: model load.
+    replica: index of this server among a model's replicas (each replica is its own server process).
     """
     if unknown:
         raise UserError(
@@ -139,4 +143,5 @@ def local_provider(
         timeout_s=timeout_s,
         startup_timeout_s=startup_timeout_s,
         where=where,
+        replica=replica,
     )

@@ -196,18 +196,24 @@ class LocalServer:
                 proc.wait()
 
 
-_SERVERS: dict[tuple[str, ServerSettings], LocalServer] = {}
+_SERVERS: dict[tuple[str, ServerSettings, int], LocalServer] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def get_server(weights: Path, settings: ServerSettings | None = None) -> LocalServer:
-    """The process-wide server for these weights and settings (created, not started)."""
+def get_server(weights: Path, settings: ServerSettings | None = None, replica: int = 0) -> LocalServer:
+    """The process-wide server for these weights and settings (created, not started).
+
+    `replica` tells apart the N servers of a model with `replicas: N` (same weights and settings, one
+    process each); replica 0 is the server a model without replicas uses, so the two share it."""
     settings = settings or ServerSettings()
-    key = (str(Path(weights).resolve()), settings)
+    key = (str(Path(weights).resolve()), settings, replica)
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
         if server is None:
-            server = _SERVERS[key] = LocalServer(weights, settings)
+            log_path = None
+            if replica:
+                log_path = default_cache_dir() / "logs" / f"llama-server-{Path(weights).stem}-r{replica}.log"
+            server = _SERVERS[key] = LocalServer(weights, settings, log_path=log_path)
         return server
 
 

@@ -72,13 +72,13 @@ def _total(rows: list[dict[str, Any]], name: str) -> float:
 
 
 def _topics(cfg: RunConfig, settings: Config) -> TopicModel:
-    from proctor.corpus import load_corpus
     from proctor.embeddings import get_embedder
+    from proctor.scale import load_run_corpus
 
     assert cfg.embedder is not None
     embedder = get_embedder(cfg.embedder, cache_dir=cfg.cache_dir)
     return build_topics(
-        load_corpus(cfg.corpus),
+        load_run_corpus(cfg),
         embedder,
         k=settings.topics.k,
         n_terms=settings.topics.top_terms,
