@@ -379,7 +379,7 @@ def test_demo_config_validates() -> None:
     with config_dir(path.parent):
         cfg = RunConfig.model_validate(raw)
     members = member_configs(cfg)
-    assert [m.protocol for m in members] == ["qa", "exam", "reckon"]
+    assert [m.protocol for m in members] == ["qa", "exam", "interview", "reckon"]
     assert all(m.cache_dir == cfg.cache_dir and m.candidates == cfg.candidates for m in members)
 
 
@@ -474,3 +474,88 @@ def test_exam_pipelines_map_to_candidates_by_identity(tmp_path: Path) -> None:
     store.close()
     assert of == {"m/closed_book/icl0": "closed", "rag/icl0": "rag", "svc": "svc"}
     assert others == ["m/closed_book/icl1", "m/bm25/icl0"]
+
+
+def test_interview_evidence_reads_base_answers_on_their_chunks(tmp_path: Path) -> None:
+    from proctor.protocols.interview.answers import JUDGE, InterviewAnswer
+    from proctor.protocols.interview.base import BaseQuestion
+    from proctor.protocols.suite.evidence import member_evidence
+    from proctor.store import RunStore
+
+    store = RunStore(tmp_path / "run.sqlite")
+    for qid, chunks, choices in (("q1", ["c1"], ["A", "B"]), ("q2", ["c2"], []), ("q3", ["c3"], [])):
+        q = BaseQuestion(
+            question_id=qid, question="?", choices=choices, answer_index=0 if choices else None, answer="A",
+            difficulty="easy", difficulty_source="file", chunk_ids=chunks,
+        )  # fmt: skip
+        store.put_item(qid, BaseQuestion.KIND, q.model_dump(mode="json"))
+
+    def answer(key: str, qid: str, stage: str, correct: bool | None) -> None:
+        a = InterviewAnswer(
+            candidate="cand", question_id=qid, question="?", reference_answer="A", answer="x", em=0.0, f1=0.0,
+            stage=stage, variant=None, batch=0, round=0, difficulty="easy", correct=correct,
+        )  # type: ignore[arg-type]  # fmt: skip
+        store.put_item(key, InterviewAnswer.KIND, a.model_dump(mode="json"))
+
+    answer("a1", "q1", "base", True)  # multiple choice: the letter decides
+    answer("a2", "q2", "base", None)  # short answer: the judge decides
+    store.put_judgment("a2", JUDGE, verdict="incorrect", score=0.0, reason="r")
+    answer("a3", "q3", "base", None)  # short answer whose judgment failed: unjudged
+    answer("a4", "q1", "validation", True)  # not a base question: left out
+    cfg = RunConfig.model_validate(
+        {
+            "protocol": "interview",
+            "corpus": {"path": "docs"},
+            "models": {"m": "scripted/x"},
+            "roles": {"examiner": "m", "judge": "m"},
+            "candidates": [{"name": "cand", "model": "m"}],
+            "interview": {"from_run": "runs/exam"},
+        }
+    )
+    ev = member_evidence(store, cfg)
+    store.close()
+    assert ev.supported
+    assert [(e.item, e.chunk_ids, e.correct) for e in ev.items] == [
+        ("a1", ("c1",), True),
+        ("a2", ("c2",), False),
+    ]
+    assert ev.unjudged == 1
+
+
+def test_interview_member_is_seeded_by_the_exam_member(tmp_path: Path) -> None:
+    """`seed_from: exam`: the interview's base questions are the suite's exam items (its `from_run` is the
+    exam member's run folder), and its base answers count in the knowledge map."""
+    config = json.loads(json.dumps(CONFIG))
+    config["suite"]["members"].append(
+        {"protocol": "interview", "seed_from": "exam", "interview": {"rounds": 0, "batch_size": 3}}
+    )
+    result = run_config(_write(tmp_path, config), out=tmp_path / "runs", show_progress=False)
+    members = {m["member"]: m for m in result.summary["members"]}
+    assert members["interview"]["in_map"]
+    exam_dir = next((tmp_path / "runs").glob("kmap-exam-*"))
+    interview_dir = next((tmp_path / "runs").glob("kmap-interview-*"))
+    run_cfg = json.loads(
+        sqlite3.connect(interview_dir / "run.sqlite").execute("SELECT config_json FROM runs").fetchone()[0]
+    )
+    assert run_cfg["settings"]["from_run"] == str(exam_dir)
+    assert members["interview"]["linkage"]["linked"] > 0
+    # The lighthouse-only candidate answers the exam's lighthouse items right and the cheese items wrong.
+    lh = [c for c in result.summary["map"] if c["candidate"] == "lighthouse-only"]
+    by_topic = {c["topic_id"]: c["members"].get("interview") for c in lh}
+    assert by_topic[_topic_of(result.summary, "lighthouse")]["value"] == 1.0
+    assert by_topic[_topic_of(result.summary, "cheese")]["value"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("member", "message"),
+    [
+        ({"protocol": "interview", "seed_from": "nope"}, "not an earlier member"),
+        ({"protocol": "qa", "seed_from": "exam"}, "reads no other run"),
+        ({"protocol": "interview", "seed_from": "exam", "interview": {"from_run": "x"}}, "not both"),
+    ],
+)
+def test_seed_from_mistakes_name_the_field(tmp_path: Path, member: dict, message: str) -> None:
+    config = json.loads(json.dumps(CONFIG))
+    config["suite"]["members"].append(member)
+    with pytest.raises(UserError, match=message):
+        load_config(_write(tmp_path, config))

@@ -29,6 +29,11 @@ class Member(Strict):
         default_factory=dict,
         description="roles for this member only, over the suite's `roles` (e.g. another judge)",
     )
+    seed_from: str | None = Field(
+        None,
+        description="the label of an earlier member whose run folder becomes this member's `from_run` "
+        "(an interview's base questions from the suite's exam, with IRT difficulty when it was calibrated)",
+    )
     settings: SerializeAsAny[BaseModel] | None = Field(
         None,
         description="not a YAML key: the member's options go under its protocol's name (`exam: {...}`), "
@@ -62,13 +67,25 @@ class Member(Strict):
             roles=(dict[str, str], {}),
             **{name: (section_cls, None)},
         )
-        checked: Any = shape.model_validate(data)
-        section = getattr(checked, name)
+        seed_from = data.get("seed_from")
+        if seed_from is not None:
+            if "from_run" not in section_cls.model_fields:
+                raise ValueError(
+                    f"seed_from: a {name} member reads no other run (no `from_run`); remove `seed_from`"
+                )
+            section = data.get(name)
+            if isinstance(section, dict) and section.get("from_run") is not None:
+                raise ValueError(f"give `seed_from` or `{name}.from_run`, not both")
+            # A stand-in until the seeding member has run; the suite sets the real folder then.
+            data = {**data, name: {**(section or {}), "from_run": f"(run folder of member {seed_from})"}}
+        checked: Any = shape.model_validate({k: v for k, v in data.items() if k != "seed_from"})
+        section_value = getattr(checked, name)
         return {
             "protocol": name,
             "name": checked.name,
             "roles": checked.roles,
-            "settings": section if section is not None else section_cls(),
+            "seed_from": seed_from,
+            "settings": section_value if section_value is not None else section_cls(),
         }
 
     @property
@@ -105,6 +122,11 @@ class Config(Strict):
             if m.label in seen:
                 raise ValueError(
                     f"members[{i}]: a second member labelled '{m.label}'; give it its own `name`"
+                )
+            if m.seed_from is not None and m.seed_from not in seen:
+                raise ValueError(
+                    f"members[{i}].seed_from: '{m.seed_from}' is not an earlier member's label "
+                    f"(earlier: {', '.join(sorted(seen)) or 'none'}); members run in order"
                 )
             seen.add(m.label)
         return self

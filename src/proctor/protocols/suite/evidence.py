@@ -7,7 +7,10 @@ item came from. One scale for all members: an item is correct or not (its share 
   the fewest in-context examples; agent, Python and HTTP candidates by name) on its question's
   `source_chunk_ids`;
 - reckon: every (candidate, unit) judged correct or incorrect (uncovered units have no verdict) on the
-  unit's `chunk_ids`.
+  unit's `chunk_ids`;
+- interview: every answer to a base question (the option letter, or the judge with the reference for a
+  short answer) on the question's `chunk_ids` — extension and validation questions come from knowledge
+  paths of the graph and are left out.
 
 Items without a verdict (failed answers, unparsed judge replies, uncovered units) are counted, not
 scored. Other protocols run as members but give no evidence to the map.
@@ -125,7 +128,33 @@ def _reckon(store: RunStore, cfg: RunConfig) -> MemberEvidence:
     return out
 
 
-READERS: dict[str, Reader] = {"qa": _qa, "exam": _exam, "reckon": _reckon}
+def _interview(store: RunStore, cfg: RunConfig) -> MemberEvidence:
+    from proctor.protocols.interview.answers import JUDGE, InterviewAnswer
+    from proctor.protocols.interview.base import BaseQuestion
+
+    sources = {q.question_id: tuple(q.chunk_ids) for _, q in read_items(store, BaseQuestion)}
+    verdicts = {j["item_key"]: j for j in store.judgments() if j["judge"] == JUDGE}
+    out = MemberEvidence("interview accuracy (base questions)")
+    names = {c.name for c in cfg.candidates}
+    for key, a in read_items(store, InterviewAnswer):
+        if a.stage != "base" or a.candidate not in names:
+            continue
+        correct = a.correct
+        if (
+            correct is None
+            and (j := verdicts.get(key)) is not None
+            and not j["error"]
+            and j["score"] is not None
+        ):
+            correct = j["score"] >= 1.0
+        if correct is None:
+            out.unjudged += 1
+            continue
+        out.items.append(Evidence(a.candidate, key, sources.get(a.question_id, ()), correct))
+    return out
+
+
+READERS: dict[str, Reader] = {"qa": _qa, "exam": _exam, "reckon": _reckon, "interview": _interview}
 
 
 def member_evidence(store: RunStore, cfg: RunConfig) -> MemberEvidence:

@@ -35,10 +35,15 @@ def run_suite(cfg: RunConfig, *, out: Path, resume: bool = False, show_progress:
     configs = member_configs(cfg)  # every member's config mistakes before anything runs
     members: list[dict[str, Any]] = []
     evidence: dict[str, MemberEvidence] = {}
+    run_dirs: dict[str, Path] = {}
     for m, mcfg in zip(settings.members, configs, strict=True):
+        if m.seed_from is not None:  # the earlier member's run folder feeds this one (`from_run`)
+            seeded = mcfg.settings.model_copy(update={"from_run": str(run_dirs[m.seed_from])})  # type: ignore[union-attr]
+            mcfg = mcfg.model_copy(update={"settings": seeded})
         again = resume and latest_run_dir(mcfg, out) is not None
         log.info("suite member %s (%s)%s", m.label, m.protocol, " resumed" if again else "")
         result = run_config(mcfg, out=out, resume=again, show_progress=show_progress)
+        run_dirs[m.label] = result.run_dir
         store = RunStore(result.run_dir / "run.sqlite")
         try:
             evidence[m.label] = member_evidence(store, mcfg)
