@@ -25,7 +25,6 @@ import platform
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -37,6 +36,7 @@ from proctor.models import get_model
 from proctor.models.cache import CallCache
 from proctor.models.recording import CallRecord, call_scope
 from proctor.models.replicas import ReplicaPool
+from proctor.testing.mock_server import spawn_mock_process
 
 HERE = Path(__file__).resolve().parent
 
@@ -67,20 +67,7 @@ class Recorder:
 
 
 def start_mock(latency_ms: float, slots: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "proctor.testing.mock_server", "--port", "0",
-            "--latency-ms", str(latency_ms), "--slots", str(slots), "--no-record-bodies",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("http"):
-        proc.kill()
-        raise RuntimeError(f"mock server did not start (got {line!r})")
-    return proc, line
+    return spawn_mock_process("--latency-ms", str(latency_ms), "--slots", str(slots))
 
 
 def mock_call(url: str, path: str, post: bool = False) -> dict[str, Any]:

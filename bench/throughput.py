@@ -25,7 +25,6 @@ import platform
 import pstats
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ import psutil
 from proctor.models import get_model
 from proctor.models.cache import CallCache
 from proctor.models.recording import call_scope
+from proctor.testing.mock_server import spawn_mock_process
 
 try:
     from proctor.store import RunStore
@@ -104,26 +104,7 @@ def messages(tag: str, i: int) -> list[dict[str, str]]:
 
 
 def start_mock(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "proctor.testing.mock_server",
-            "--port",
-            "0",
-            "--latency-ms",
-            str(latency_ms),
-            "--no-record-bodies",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("http"):
-        proc.kill()
-        raise RuntimeError(f"mock server did not start (got {line!r})")
-    return proc, line
+    return spawn_mock_process("--latency-ms", str(latency_ms))
 
 
 async def run_bare(base_url: str, n: int, concurrency: int, tag: str, timer: Timer | None = None) -> int:

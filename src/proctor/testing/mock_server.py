@@ -58,6 +58,7 @@ import math
 import random
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -733,6 +734,23 @@ def serve_mock(**fields: Any) -> Iterator[MockServer]:
     server = MockServer(**fields)
     with server:
         yield server
+
+
+def spawn_mock_process(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """The mock in a process of its own (benchmarks: its event loop must not share the client's core),
+    started with these command-line options and `--port 0 --no-record-bodies`; returns the process and its
+    base URL. Stop it with `proc.terminate()`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proctor.testing.mock_server", "--port", "0", "--no-record-bodies", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("http"):
+        proc.kill()
+        raise RuntimeError(f"mock server did not start (got {line!r})")
+    return proc, line
 
 
 # --- subprocess entry point ------------------------------------------------------------------------
