@@ -44,7 +44,7 @@ VERDICT_ONLY_SCHEMA: dict[str, Any] = {
     "properties": {"verdict": {"type": "string", "enum": list(VERDICTS)}},
     "required": ["verdict"],
 }
-VERDICT_ONLY_MAX_TOKENS = 16
+VERDICT_ONLY_MAX_TOKENS = 12
 
 PROMPT_WITH_REFERENCE = "judging/with_reference"
 PROMPT_WITHOUT_REFERENCE = "judging/without_reference"
@@ -107,12 +107,12 @@ class JudgeStyle:
     threshold: float = 0.5
 
 
-# proctor's default judge style (`judge_panel` defaults): the verdict alone, "correct" from P(correct) 0.3 —
-# measured on bench/judge_agreement.py's labelled set with the embedded 1.5B (the threshold is the middle of
-# the plateau 0.25-0.40 on the tuning half; bench/README.md has the figures). A judge that doubts says so in
-# its probability; below 0.5 the small judge's habit of calling a right answer with extra detail wrong is
-# outvoted, while its confident "incorrect" still stands.
-DEFAULT_STYLE = JudgeStyle(verdict_only=True, threshold=0.3)
+# proctor's default judge style (`judge_panel` defaults): the verdict alone, decided by P(correct) >= 0.5 —
+# measured on bench/judge_agreement.py's labelled sets with the embedded 1.5B (bench/README.md). Without the
+# reason the small judge is less often talked out of a right answer with extra detail; a lower threshold
+# agrees a little more with the labels (0.3) but credits more confident guesses (bench/qa_closed_book.py),
+# so the default stays at the judge's own verdict.
+DEFAULT_STYLE = JudgeStyle(verdict_only=True, threshold=0.5)
 
 
 async def _one(

@@ -58,15 +58,15 @@ class PanelConfig(BaseModel):
         DEFAULT_STYLE.verdict_only,
         description="ask for the verdict without a reason (a few tokens per judgment instead of ~50; the "
         "judgment's reason then states the verdict probability); false: a reason first, then the verdict "
-        "(bench/judge_agreement.py: kappa 0.94 verdict-only at 0.3 vs 0.82 reason-first, embedded 1.5B)",
+        "(bench/judge_agreement.py, embedded 1.5B: see bench/README.md)",
     )
     threshold: float = Field(
         DEFAULT_STYLE.threshold,
         gt=0,
         lt=1,
         description="'correct' when the judge's P(correct), read from logprobs, reaches this; 0.5 is the "
-        "judge's own verdict; servers without logprobs keep their verdict; 0.3 was chosen on the tuning half "
-        "of bench/judge_agreement.py's labelled set",
+        "judge's own verdict; servers without logprobs keep their verdict; lower credits more guesses "
+        "(bench/qa_closed_book.py)",
     )
 
 
