@@ -134,23 +134,23 @@ def test_stage_one_numbers_answer_sentences_and_schema_bounds_them() -> None:
     ]
     assert answer_sentences("") == [] and answer_sentences("***\n---") == []
     schema = extract_schema(2, 5, 3)
-    assert schema["required"] == ["U1", "U2"]
-    assert parse_json('{"U1": [2, 3], "U2": []}', schema) == {"U1": [2, 3], "U2": []}
+    assert schema["required"] == ["A", "B"]
+    assert parse_json('{"A": [2, 3], "B": []}', schema) == {"A": [2, 3], "B": []}
     for bad in (
-        '{"U1": [6], "U2": []}',
-        '{"U1": [0], "U2": []}',
-        '{"U1": "Tidal glass is green.", "U2": []}',
+        '{"A": [6], "B": []}',
+        '{"A": [0], "B": []}',
+        '{"A": "Tidal glass is green.", "B": []}',
     ):
         with pytest.raises(ParseError):
             parse_json(bad, schema)
     with pytest.raises(ParseError):  # at most 3 sentences per unit
-        parse_json('{"U1": [1, 2, 3, 4], "U2": []}', schema)
+        parse_json('{"A": [1, 2, 3, 4], "B": []}', schema)
 
 
 def test_cluster_judge_helpers() -> None:
     # The schema lets a reply miss a unit or spoil its verdict without failing the whole call.
-    reply = '{"U1": {"reason": "ok", "verdict": "correct"}, "U3": {"verdict": "partly"}}'
-    assert parse_json(reply, judge_cluster_schema(3))["U3"] == {"verdict": "partly"}
+    reply = '{"A": {"reason": "ok", "verdict": "correct"}, "C": {"verdict": "partly"}}'
+    assert parse_json(reply, judge_cluster_schema(3))["C"] == {"verdict": "partly"}
     # A source sentence the description already holds is not repeated in the prompt.
     desc = "At the market, a dozen means fourteen fish. Two recall the tribute."
     assert (
@@ -316,3 +316,11 @@ def test_config_validation() -> None:
     assert Config(target_cluster_size=4).cluster_cap == 6 and Config().cluster_cap == 6
     assert Config(target_cluster_size=10).cluster_cap == 10
     assert Config(target_cluster_size=4, max_cluster_size=5).cluster_cap == 5
+
+
+def test_unit_labels_are_letters_so_they_cannot_be_taken_for_sentence_numbers() -> None:
+    from proctor.protocols.reckon.judging import labels
+
+    assert labels(3) == ["A", "B", "C"]
+    assert labels(28)[-3:] == ["Z", "AA", "AB"]
+    assert not any(ch.isdigit() for label in labels(60) for ch in label)

@@ -145,7 +145,8 @@ def _select(sentences: list[tuple[int, str]], kw: str) -> list[int]:
 
 GROUNDING_RULE = "Use it even when it contradicts what you believe about the world"
 CLUSTER_BLOCK_RE = re.compile(
-    r"^\[(U\d+)\]\n<reference>\n(.*?)\n</reference>\n<excerpt>\n(.*?)\n</excerpt>", re.DOTALL | re.MULTILINE
+    r"^\[([A-Z]{1,2})\]\n<reference>\n(.*?)\n</reference>\n<excerpt>\n(.*?)\n</excerpt>",
+    re.DOTALL | re.MULTILINE,
 )
 
 
@@ -165,13 +166,13 @@ def judge(messages, params) -> str:
     at 100 °C: without a reference, or without the instruction that the reference wins, it judges by that."""
     text = _user(messages)
     system = _system(messages)
-    if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):  # stage 1, cluster mode
-        units = re.findall(r"^(U\d+)\. (.+?): ", text, re.MULTILINE)
+    if "<answer>" in text and re.search(r"^A\. ", text, re.MULTILINE):  # stage 1, cluster mode
+        units = re.findall(r"^([A-Z]{1,2})\. (.+?): ", text, re.MULTILINE)
         return json.dumps({label: _select(_sentences(text), kw) for label, kw in units})
     if "<answer>" in text:  # stage 1, unit mode
         kw = re.search(r"what the reference says about it\): (.+?): ", text).group(1)
         return json.dumps({"sentences": _select(_sentences(text), kw)})
-    if re.search(r"^\[U1\]$", text, re.MULTILINE):  # stage 2, cluster mode: one field per block
+    if re.search(r"^\[A\]$", text, re.MULTILINE):  # stage 2, cluster mode: one field per block
         return json.dumps(
             {
                 label: {
@@ -697,16 +698,16 @@ def test_user_errors_name_the_field(tmp_path: Path) -> None:
 def badids_judge(messages, params) -> str:
     """Stage 1 answers with a sentence number the answer does not have; everything else as the judge."""
     text = _user(messages)
-    if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):
-        return json.dumps({label: [99] for label in re.findall(r"^(U\d+)\. ", text, re.MULTILINE)})
+    if "<answer>" in text and re.search(r"^A\. ", text, re.MULTILINE):
+        return json.dumps({label: [99] for label in re.findall(r"^([A-Z]{1,2})\. ", text, re.MULTILINE)})
     return judge(messages, params)
 
 
 def copying_judge(messages, params) -> str:
     """Stage 1 copies each unit's reference text instead of selecting answer sentences."""
     text = _user(messages)
-    if "<answer>" in text and re.search(r"^U1\. ", text, re.MULTILINE):
-        units = re.findall(r"^(U\d+)\. .+?: (.+)$", text, re.MULTILINE)
+    if "<answer>" in text and re.search(r"^A\. ", text, re.MULTILINE):
+        units = re.findall(r"^([A-Z]{1,2})\. .+?: (.+)$", text, re.MULTILINE)
         return json.dumps(dict(units))
     return judge(messages, params)
 

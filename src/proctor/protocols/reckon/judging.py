@@ -57,8 +57,19 @@ NO_SENTENCE = "no sentence of the answer is about this subject"
 
 
 def labels(n: int) -> list[str]:
-    """Field names the extractor sees for a cluster's units: U1, U2, ..."""
-    return [f"U{i}" for i in range(1, n + 1)]
+    """Field names the extractor sees for a cluster's units: A, B, ..., Z, AA, AB, ... — letters, because
+    with numbered labels (U1, U2, ...) the 1.5B answered subject U2 with sentence [2], U3 with [3]: the
+    subjects' numbers were taken for sentence numbers."""
+    out = []
+    for i in range(n):
+        name, k = "", i
+        while True:
+            name = chr(ord("A") + k % 26) + name
+            k = k // 26 - 1
+            if k < 0:
+                break
+        out.append(name)
+    return out
 
 
 def _ids_schema(n_sentences: int, max_ids: int) -> dict[str, Any]:
