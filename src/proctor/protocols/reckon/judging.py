@@ -57,9 +57,9 @@ NO_SENTENCE = "no sentence of the answer is about this subject"
 
 
 def labels(n: int) -> list[str]:
-    """Field names the extractor sees for a cluster's units: A, B, ..., Z, AA, AB, ... — letters, because
-    with numbered labels (U1, U2, ...) the 1.5B answered subject U2 with sentence [2], U3 with [3]: the
-    subjects' numbers were taken for sentence numbers."""
+    """Field names the extractor sees for a cluster's units: A, B, ..., Z, AA, AB, ... — letters, so that no
+    subject's name reads like a sentence number (with U1, U2, ... a small extractor can take "U2" for
+    sentence [2])."""
     out = []
     for i in range(n):
         name, k = "", i
