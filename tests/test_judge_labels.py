@@ -1,4 +1,5 @@
-"""The hand-labelled judge-agreement set (bench/data/judge_labels.jsonl, issue 17): well-formed, grounded."""
+"""The judge-agreement sets (bench/data/judge_labels.jsonl and the held-out judge_labels_heldout.jsonl,
+issue 17): well-formed, balanced, grounded in the sample corpus."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "bench" / "data" / "judge_labels.jsonl"
+HELDOUT = ROOT / "bench" / "data" / "judge_labels_heldout.jsonl"
+# Per file: id prefix, fewest items, fewest items per case.
+SETS = {LABELS: ("j", 110, 6), HELDOUT: ("h", 80, 4)}
 CORPUS = ROOT / "src" / "proctor" / "data" / "sample_corpus"
 
 FIELDS = {"id", "question", "reference", "answer", "label", "case", "note"}
@@ -33,8 +37,6 @@ CASE_LABEL: dict[str, str | None] = {
     "partial": "incorrect",
     "list_alternatives": "incorrect",
 }
-MIN_ITEMS = 110
-MIN_PER_CASE = 6
 MAX_PARAPHRASED_REFERENCES = 10
 # Capitalised words that say nothing about where a reference comes from.
 STOPWORDS = {"the", "a", "an", "it", "in", "on", "at", "of", "and", "or", "from", "since", "about", "dr"}
@@ -57,9 +59,14 @@ def _key_tokens(reference: str) -> list[str]:
     return numbers + names
 
 
+@pytest.fixture(scope="module", params=list(SETS), ids=lambda p: p.stem)
+def labelled(request: pytest.FixtureRequest) -> Path:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def items() -> list[dict]:
-    lines = LABELS.read_text(encoding="utf-8").splitlines()
+def items(labelled: Path) -> list[dict]:
+    lines = labelled.read_text(encoding="utf-8").splitlines()
     rows = []
     for number, line in enumerate(lines, start=1):
         assert line.strip(), f"line {number} is blank"
@@ -76,12 +83,13 @@ def corpus_text() -> str:
     return _normalise("\n".join(p.read_text(encoding="utf-8") for p in files))
 
 
-def test_fields_and_values(items: list[dict]) -> None:
+def test_fields_and_values(items: list[dict], labelled: Path) -> None:
+    prefix = SETS[labelled][0]
     for row in items:
         keys = set(row)
         assert keys >= FIELDS, f"{row.get('id')}: missing {FIELDS - keys}"
         assert keys <= FIELDS | OPTIONAL_FIELDS, f"{row['id']}: unknown {keys - FIELDS - OPTIONAL_FIELDS}"
-        assert re.fullmatch(r"j\d{3}", row["id"]), row["id"]
+        assert re.fullmatch(rf"{prefix}\d{{3}}", row["id"]), row["id"]
         assert row["label"] in LABEL_VALUES, row["id"]
         assert row["case"] in CASE_LABEL, row["id"]
         for field in FIELDS:
@@ -89,10 +97,10 @@ def test_fields_and_values(items: list[dict]) -> None:
         assert row.get("reference_paraphrased", True) is True, row["id"]
 
 
-def test_ids_unique_and_size(items: list[dict]) -> None:
+def test_ids_unique_and_size(items: list[dict], labelled: Path) -> None:
     ids = [row["id"] for row in items]
     assert len(ids) == len(set(ids))
-    assert len(items) >= MIN_ITEMS
+    assert len(items) >= SETS[labelled][1]
     pairs = [(row["question"], row["answer"]) for row in items]
     assert len(pairs) == len(set(pairs)), "a question-answer pair occurs twice"
 
@@ -102,10 +110,10 @@ def test_balance(items: list[dict]) -> None:
     assert 0.40 <= share <= 0.60, share
 
 
-def test_cases(items: list[dict]) -> None:
+def test_cases(items: list[dict], labelled: Path) -> None:
     counts = Counter(row["case"] for row in items)
     for case in CASE_LABEL:
-        assert counts[case] >= MIN_PER_CASE, f"{case}: {counts[case]} items"
+        assert counts[case] >= SETS[labelled][2], f"{case}: {counts[case]} items"
     for row in items:
         expected = CASE_LABEL[row["case"]]
         assert expected is None or row["label"] == expected, f"{row['id']}: {row['case']} is {expected}"

@@ -31,14 +31,13 @@ class Config(BaseModel):
         True,
         description="before the judge with reference, deterministic rules (normalised match, the reference "
         "contained in the answer, equal quantities or dates) decide 'correct' when sure, without a model "
-        "call; the method is recorded on each judgment (bench/judge_agreement.py: kappa 0.43 -> 0.58 with "
-        "the embedded 1.5B)",
+        "call; the method is recorded on each judgment (bench/judge_agreement.py)",
     )
     guards: bool = Field(
         True,
         description="after the judge with reference says 'correct', guards that are sure turn it into "
-        "'incorrect' (the answer cannot state the reference's numbers, has a near miss of a short term, or "
-        "lists alternatives); the guard is recorded as the method (bench: false 'correct' 18 -> 9 of 174)",
+        "'incorrect' (the answer cannot state the reference's numbers, has a near miss of a short term, "
+        "leaves out a part of a listed reference, or lists alternatives); the guard is recorded as method",
     )
     judge_panel: PanelConfig = Field(
         default_factory=PanelConfig,
