@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -265,8 +266,15 @@ def test_qa_results_identical_on_local_and_ray(ray_instance: Any, tmp_path: Path
     local_json = (local.run_dir / "results.json").read_text()
     assert (on_ray.run_dir / "results.json").read_text() == local_json
     assert json.loads(local_json)["questions"]["kept"] == 3
+
     # Same config hash, so a run started locally can be resumed on Ray (and vice versa).
-    assert on_ray.run_dir.name.rsplit("-", 2)[0] == local.run_dir.name.rsplit("-", 2)[0]
+    # Run folders are <name>-<config hash>-<date>-<time>[-n] (-n when both start in one second).
+    def prefix(run_dir: Path) -> str:
+        match = re.match(r"(.+?-[0-9a-f]{8})-\d{8}-\d{6}", run_dir.name)
+        assert match is not None, run_dir.name
+        return match.group(1)
+
+    assert prefix(on_ray.run_dir) == prefix(local.run_dir)
 
 
 def test_run_corpus_dispatches_on_executor(ray_instance: Any, tmp_path: Path) -> None:
