@@ -228,7 +228,10 @@ def test_fork_bomb_is_contained(tier: Tier) -> None:
         "answer = str(n)",
         tier,
     )
-    assert r.cause == "finished" and 1 <= int(r.answer or "0") <= LIMITS.processes
+    # Contained: forking stops after a handful, far from the 300 tried. Not exactly at the limit: in the
+    # unshare tier the kernel counts processes per user namespace (ucounts), and a CI run once got 10 with
+    # a limit of 8.
+    assert r.cause == "finished" and 1 <= int(r.answer or "0") <= 2 * LIMITS.processes
     assert subprocess.run(["true"]).returncode == 0  # this machine still starts processes
 
 
