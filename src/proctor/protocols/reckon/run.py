@@ -120,12 +120,14 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
 
 
 def question_checks(rounds: RoundsResult) -> dict[str, int]:
-    """How many questions were written, re-asked (a subject left out or an answer given away), still
-    leaving a subject out, and asked with given-away values blanked out."""
+    """How many questions were written, re-asked (a subject left out or an answer given away), given a
+    sentence naming the subjects they left out (`left_out: list`), still leaving a subject out, and asked
+    with given-away values blanked out."""
     qs = list(rounds.questions.values())
     return {
         "written": len(qs),
         "reasked": sum(q.reasked for q in qs),
+        "listed_subjects": sum(bool(q.listed) for q in qs),
         "missing_subjects": sum(bool(q.missing) for q in qs),
         "blanked": sum(bool(q.redacted) for q in qs),
     }
