@@ -33,6 +33,18 @@ from proctor.judging.equivalence import decide, missing_quantities, quantities, 
         ("roughly seven pieces in ten", "about 70 percent", "numeric_equivalent"),
         ("3 out of 5 households", "60 percent", "numeric_equivalent"),
         ("Six parts black sand to two parts kelp ash to one part crushed shell.", "6 : 2 : 1", "same_ratio"),
+        # Areas and volumes; a unit in several words; a hyphen between a number and its unit.
+        ("About 517 square feet.", "48 square metres", "numeric_equivalent"),
+        ("4.8 hectares", "48,000 m²", "numeric_equivalent"),
+        ("As much as about 158 US gallons.", "up to 600 litres", "numeric_equivalent"),
+        ("A fortnight.", "a two-week voyage", "numeric_equivalent"),
+        ("two-thirds of the catch", "two thirds", "numeric_equivalent"),
+        # Times of day, written as digits, with am/pm or in words.
+        ("Half past six in the morning.", "06:30", "same_time"),
+        ("half past six", "06:30", "same_time"),  # no am/pm: either reading
+        ("At 6.30am.", "06:30", "same_time"),
+        ("quarter to seven in the evening", "18:45", "same_time"),
+        ("at 9 pm", "21:00", "same_time"),
     ],
 )
 def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> None:
@@ -60,6 +72,15 @@ def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> Non
         ("It opened in 1887 or 1888.", "1887"),  # several numbers
         ("It did not open in 1887.", "1887"),  # negated
         ("It was signed on 13 March 1887.", "12 March 1887"),  # another day
+        ("About 600 square feet.", "48 square metres"),  # a wrong conversion
+        ("About 517 feet.", "48 square metres"),  # a length for an area
+        ("About 158 gallons.", "up to 600 litres"),  # US or imperial: a fifth apart, not sure
+        ("About 158 imperial gallons.", "up to 600 litres"),  # the other gallon: 718 litres
+        ("12 acres", "about 5 hectares"),  # 4.86 ha: beyond the rounding allowed
+        ("6:30 pm", "06:30"),  # the evening, not the morning
+        ("half past seven", "06:30"),  # another time
+        ("It does not leave at half past six.", "06:30"),  # negated
+        ("It takes 6:30 hours.", "06:30"),  # a duration, not a time of day
         ("", "1887"),
     ],
 )
@@ -185,6 +206,11 @@ def test_quantity_guard_vetoes_only_answers_without_the_references_numbers(
         # Not sure: left to the LLM.
         ("Nothing; children ride at no charge.", "free", None),  # a paraphrase shares no word
         ("Maren Oakhalt, the first director.", "Maren Oakhalt", None),
+        ("The Marrow Current brings warm water.", "the Ostrel Current", "reference_term_missing"),  # swapped
+        # The reference's words said otherwise: a compound split up, a word derived from a root, reworded.
+        ("Water from the sea.", "seawater", None),
+        ("The wind that usually blows from the west.", "the prevailing westerly wind", None),
+        ("The Drumm family.", "Ansel Drumm", None),  # the other word left out, none put in its place
         ("It is neither blue nor red but storm green.", "storm green", None),  # negated alternatives
         ("The Skerry lighthouse and its keepers.", "the longest serving keeper of the light on Skerry", None),
     ],

@@ -10,7 +10,14 @@ LLM judge. No rule ever decides "incorrect".
   negated just before it, in an answer that does not offer alternatives ("X or Y");
 * `numeric_equivalent` — the reference is one quantity (digits, number words, fractions such as "one in
   four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number;
-* `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887").
+* `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887");
+* `same_time` — the same time of day ("06:30" = "half past six in the morning"; without am/pm either
+  reading counts);
+* `same_ratio` — the terms of a ratio reference in order ("6 : 2 : 1").
+
+Quantities convert between units of one dimension (length, area, mass, volume, spans of time; 2 %
+rounding allowed); multi-word units ("square feet", "US gallons") and hyphens ("a two-week voyage") are
+read first. A plain "gallon" does not convert: US and imperial gallons differ by a fifth.
 
 Guards run *after* an LLM judge said "correct", and only ever turn that into "incorrect" (`veto`), each
 only when sure. A small judge credits confident guesses and near misses; these catch the sure cases:
@@ -20,8 +27,9 @@ only when sure. A small judge credits confident guesses and near misses; these c
   ("the temperature is lower there" for "91 °C"; "1578" for "1587");
 * `reference_term_missing` — a short reference without numbers (a name or term of at most three content
   words) of which the answer has some words or a near spelling but not all ("Maren Oakhill" for "Maren
-  Oakhalt", "the fog months" for "the grey months"); an answer with none of its words is left to the LLM
-  (a paraphrase: "no charge" for "free");
+  Oakhalt") or another word in a missing word's place ("the fog months" for "the grey months"); an answer
+  with none of its words, or that says a missing word otherwise ("water from the sea" for "seawater",
+  "from the west" for "westerly") or drops it, is left to the LLM (a paraphrase: "no charge" for "free");
 * `alternatives_listed` — the answer offers alternatives ("Dunmere, Orrinsford or Kettle Point").
 """
 
@@ -51,6 +59,11 @@ _UNITS = {
     "fortnight": "fortnight", "fortnights": "fortnight",
     "year": "year", "years": "year", "month": "month", "months": "month",
     "mile": "mile", "miles": "mile", "ft": "ft", "foot": "ft", "feet": "ft",
+    "yard": "yd", "yards": "yd", "yd": "yd", "inch": "in", "inches": "in",
+    "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "oz": "oz", "ounce": "oz", "ounces": "oz",
+    "m2": "m2", "km2": "km2", "sqft": "sqft", "ha": "ha", "hectare": "ha", "hectares": "ha",
+    "acre": "acre", "acres": "acre",
+    "ml": "ml", "millilitre": "ml", "millilitres": "ml", "usgal": "usgal", "impgal": "impgal",
     "%": "%", "percent": "%", "per cent": "%", "percentage": "%",
     "people": "people", "persons": "people", "inhabitants": "people", "residents": "people",
 }  # fmt: skip
@@ -71,13 +84,43 @@ _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 _CONVERT = {
     "m": ("length", 1.0), "km": ("length", 1e3), "cm": ("length", 1e-2), "mm": ("length", 1e-3),
     "mile": ("length", 1609.344), "ft": ("length", 0.3048),
-    "kg": ("mass", 1.0), "g": ("mass", 1e-3), "t": ("mass", 1e3),
+    "yd": ("length", 0.9144), "in": ("length", 0.0254),
+    "kg": ("mass", 1.0), "g": ("mass", 1e-3), "t": ("mass", 1e3), "lb": ("mass", 0.45359237),
+    "oz": ("mass", 0.028349523125),
+    "m2": ("area", 1.0), "km2": ("area", 1e6), "sqft": ("area", 0.09290304), "ha": ("area", 1e4),
+    "acre": ("area", 4046.8564224),
+    "l": ("volume", 1.0), "ml": ("volume", 1e-3), "usgal": ("volume", 3.785411784),
+    "impgal": ("volume", 4.54609),
     "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
     "week": ("time", 604800.0), "fortnight": ("time", 1209600.0),
 }  # fmt: skip
 # How far two quantities in different units may differ after conversion: writers round converted values
 # ("340 km" is 211.3 miles, written "211 miles").
 _CONVERSION_TOLERANCE = 0.02
+# Units written in several words or with a superscript, rewritten as one token before quantities are read.
+# A plain "gallon" stays unknown (US and imperial gallons differ by a fifth): only a named one converts.
+_UNIT_PHRASES = [
+    (re.compile(r"\b(?:square|sq\.?)\s+(?:metres?|meters?|m)\b|\bm(?:²|\^2)"), " m2"),
+    (re.compile(r"\b(?:square|sq\.?)\s+(?:kilometres?|kilometers?|km)\b|\bkm(?:²|\^2)"), " km2"),
+    (re.compile(r"\b(?:square|sq\.?)\s+(?:feet|foot|ft)\b|\bft(?:²|\^2)"), " sqft"),
+    (re.compile(r"\b(?:us|u\.s\.|american)\s+gallons?\b"), " usgal"),
+    (re.compile(r"\b(?:imperial|uk|british)\s+gallons?\b"), " impgal"),
+]
+# "a two-week voyage", "a 12-metre boat", "two-thirds": the hyphen between a number and its unit or
+# fraction is a space ("thirty-eight" keeps its hyphen).
+_HYPHENATED = re.compile(
+    r"(?<=[\w])-(?=(?:thirds?|quarters?|halves|half|fifths?|tenths?|[a-z]*(?:metre|meter|mile|week|day|"
+    r"hour|minute|second|month|year|litre|liter|gram|tonne|foot|feet|inch|yard|acre|hectare)s?|km|kg|m|cm|mm)"
+    r"\b)"
+)
+
+
+def _unit_text(text: str) -> str:
+    """Lower case, "per cent" as "percent", multi-word units as one token, number-unit hyphens as spaces."""
+    t = _HYPHENATED.sub(" ", text.lower().replace("per cent", "percent"))
+    for pattern, unit in _UNIT_PHRASES:
+        t = pattern.sub(unit, t)
+    return t
 # Comparisons that are not negations ("no less than half a day").
 _NOT_NEGATIONS = re.compile(
     r"\b(?:no|not)\s+(?:less|more|fewer|later|earlier|sooner)\s+than\b", re.IGNORECASE
@@ -112,6 +155,12 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
         dates_a = _dates(answer)
         if dates_a and all(d == date_r for d in dates_a):
             return RuleDecision("same_date", "-".join(map(str, date_r)))
+        return None
+    time_r = _clock_times(reference)
+    if len(time_r) == 1:
+        times_a = _clock_times(answer)
+        if times_a and all(t & time_r[0] for t in times_a) and not _negated_anywhere(a):
+            return RuleDecision("same_time", " or ".join(_hhmm(v) for v in sorted(time_r[0])))
         return None
     ratio = _ratio(reference)
     if ratio is not None:
@@ -202,7 +251,7 @@ def _lone_number_words(t: str) -> list[Quantity]:
 def _plain_quantities(text: str) -> list[Quantity]:
     """Quantities written with digits, or as one number word on its own, each with its unit (None when no
     known unit follows). Compound number words are left out: the rules do not read them."""
-    t = text.lower().replace("per cent", "percent")
+    t = _unit_text(text)
     out = []
     for m in _QUANTITY.finditer(t):
         value = float(m["num"].replace(",", "")) * _SCALES.get((m["scale"] or "").lower(), 1.0)
@@ -215,7 +264,9 @@ def _plain_quantities(text: str) -> list[Quantity]:
 _DIMENSION = {
     "°c": "temperature", "°": "temperature",
     "m": "length", "km": "length", "cm": "length", "mm": "length", "mile": "length", "ft": "length",
-    "kg": "mass", "g": "mass", "t": "mass", "l": "volume",
+    "kg": "mass", "g": "mass", "t": "mass", "lb": "mass", "oz": "mass", "yd": "length", "in": "length",
+    "l": "volume", "ml": "volume", "usgal": "volume", "impgal": "volume",
+    "m2": "area", "km2": "area", "sqft": "area", "ha": "area", "acre": "area",
     "h": "time", "min": "time", "s": "time", "day": "time", "week": "time", "month": "time", "year": "time",
 }  # fmt: skip
 _DIMENSION_WORDS = {
@@ -223,6 +274,7 @@ _DIMENSION_WORDS = {
     "length": r"metres?|meters?|kilometres?|kilometers?|km|cm|mm|miles?|feet|foot|ft|yards?|inch\w*",
     "mass": r"grams?|kilos?|kilograms?|kg|tonnes?|tons?|pounds?|lbs?|ounces?",
     "volume": r"litres?|liters?|gallons?|pints?|millilitres?|ml",
+    "area": r"square|sq|m²|km²|ft²|hectares?|acres?|ha",
     "time": r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|fortnights?|months?|years?|decades?|"
     r"centur\w+|nights?|mornings?|evenings?",
 }
@@ -244,7 +296,7 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     reference's. Anything written otherwise (compound number words, other units, "half an hour") is left
     to the LLM. None: the LLM's verdict stands."""
     wanted = stated_numbers(reference)
-    if not wanted:
+    if not wanted or (_clock_times(reference) and _clock_times(answer)):  # "half past six" for 06:30
         return None
     have = _all_numbers(answer)
     if _all_numbers(reference) & have:
@@ -315,6 +367,20 @@ def _content_words(text: str) -> list[str]:
     return [w for w in normalize_answer(text.replace("-", " ")).split() if w not in _TERM_STOPWORDS]
 
 
+def _substituted(word: str, wanted: list[str], have: list[str]) -> bool:
+    """Whether the answer puts another word where the reference has `word`: next to the reference word
+    nearest to it that the answer repeats, on the same side ("the fog months" for "the grey months", "the
+    Marrow Current" for "the Ostrel Current"). A rewording that drops the word or moves the rest ("the wind
+    that usually blows from the west" for "the prevailing westerly wind") is no such sure sign."""
+    i = wanted.index(word)
+    anchors = sorted((abs(j - i), j) for j, w in enumerate(wanted) if w != word and w in have)
+    if not anchors:
+        return False
+    _, j = anchors[0]
+    slot = have.index(wanted[j]) + (i - j)
+    return 0 <= slot < len(have) and have[slot] not in wanted
+
+
 def missing_term(answer: str, reference: str) -> RuleDecision | None:
     """`reference_term_missing` (see the module docstring); None when it does not apply."""
     if stated_numbers(reference):
@@ -323,14 +389,34 @@ def missing_term(answer: str, reference: str) -> RuleDecision | None:
     if not wanted or len(wanted) > 3:
         return None
     have = _content_words(answer)
-    missing = [w for w in wanted if w not in have]
+    missing = [w for w in wanted if w not in have and not _said_otherwise(w, have)]
     if not missing:
         return None
     near = [x for m in missing for x in have if difflib.SequenceMatcher(None, m, x).ratio() >= _NEAR_SPELLING]
-    if not near and len(missing) == len(wanted):
+    if not near and not any(_substituted(m, wanted, have) for m in missing):
         return None
     said = f"; it says {', '.join(dict.fromkeys(near))}" if near else ""
     return RuleDecision("reference_term_missing", f"the answer lacks {', '.join(missing)}{said}")
+
+
+_MIN_ROOT = 4  # letters a word must share as a root with a derived form ("west" in "westerly")
+
+
+def _said_otherwise(word: str, have: list[str]) -> bool:
+    """Whether the answer says a reference word in other words: the word is a compound of answer words
+    ("seawater": "water from the sea") or derives from one of at least `_MIN_ROOT` letters ("westerly":
+    "from the west"). Not a near spelling: "Oakhill" neither composes nor derives "Oakhalt"."""
+    roots = [w for w in have if len(w) >= _MIN_ROOT and word.startswith(w) and word != w]
+    if roots:
+        return True
+    words = set(have)
+
+    def composed(rest: str, parts: int) -> bool:
+        if not rest:
+            return parts >= 2
+        return any(rest[:i] in words and composed(rest[i:], parts + 1) for i in range(3, len(rest) + 1))
+
+    return composed(word, 0)
 
 
 _MAX_PHRASE_WORDS = 12
@@ -369,7 +455,7 @@ def missing_part(answer: str, reference: str) -> RuleDecision | None:
     stems = {_stem(w) for w in have}
 
     def present(word: str) -> bool:
-        return _stem(word) in stems or any(
+        return _stem(word) in stems or _said_otherwise(word, have) or any(
             difflib.SequenceMatcher(None, word, x).ratio() >= _NEAR_SPELLING for x in have
         )
 
@@ -421,7 +507,7 @@ def _same(a: Quantity, b: Quantity) -> bool:
 
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _QUANTITY = re.compile(
-    rf"(?P<num>{_NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°c|%|per cent|[a-z]+)?",
+    rf"(?P<num>{_NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°c|%|per cent|[a-z]+2\b|[a-z]+)?",
     re.IGNORECASE,
 )
 # "one in four", "seven pieces in ten", "3 out of 5" (a lookahead: "about one in four" finds "one in four").
@@ -447,7 +533,7 @@ def _number(word: str) -> float | None:
 
 def quantities(text: str) -> list[Quantity]:
     """The quantities a text states: "one in four", fractions, number words, digits with scale and unit."""
-    t = text.lower().replace("per cent", "percent")
+    t = _unit_text(text)
     out: list[Quantity] = []
     for m in _EVERY_OTHER.finditer(t):
         out.append(Quantity(2.0, _UNITS[m["unit"]]))
@@ -506,3 +592,69 @@ def _dates(text: str) -> list[tuple[int, int, int]]:
 def _date(text: str) -> tuple[int, int, int] | None:
     found = set(_dates(text))
     return found.pop() if len(found) == 1 else None
+
+
+_CLOCK_WORDS = {**{w: v for w, v in _WORDS.items() if isinstance(v, int) and 1 <= v <= 12}}
+_HOUR = r"(?:\d{1,2}|" + "|".join(w for w in _CLOCK_WORDS if " " not in w) + ")"
+_DIGITAL = re.compile(
+    r"\b(?P<h>\d{1,2})(?::(?P<m>\d{2})\b(?!\s*(?:h\b|hours?|hrs?|min|minutes?|mins?))"
+    r"|\.(?P<m2>\d{2})(?=\s*[ap]\.?m\b))"
+)
+_AMPM_ONLY = re.compile(r"\b(?P<h>\d{1,2})\s*(?=[ap]\.?m\.?(?:\W|$))")
+_SPOKEN = re.compile(
+    rf"\b(?:(?P<part>half|quarter|five|ten|twenty|twenty-five)\s+(?P<dir>past|to)\s+(?P<h>{_HOUR})"
+    rf"|(?P<h2>{_HOUR})\s+o'?\s?clock)\b"
+)
+_NOON = re.compile(r"\b(?P<w>noon|midday|midnight)\b")
+_AM = re.compile(r"^\s*(?:a\.?m\b|in the morning\b|at dawn\b)")
+_PM = re.compile(r"^\s*(?:p\.?m\b|in the (?:afternoon|evening)\b|at night\b|tonight\b)")
+_PART_MINUTES = {"half": 30, "quarter": 15, "five": 5, "ten": 10, "twenty": 20, "twenty-five": 25}
+
+
+def _hhmm(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _clock_times(text: str) -> list[set[int]]:
+    """Each time of day a text states ("06:30", "6.30 pm", "half past six in the morning", "7 o'clock",
+    "noon"), as the minutes after midnight it can mean: one value when the writing fixes it (a leading zero,
+    an hour after 12, am/pm, "in the evening"), else both the morning and the evening reading."""
+    t = text.lower()
+    out: list[tuple[int, set[int]]] = []
+
+    def readings(hour: int, minute: int, end: int, fixed: bool) -> set[int] | None:
+        if not (0 <= hour <= 24 and 0 <= minute < 60):
+            return None
+        after = t[end:]
+        if _AM.search(after) or _PM.search(after):
+            if not 1 <= hour <= 12:
+                return None
+            base = hour % 12 + (12 if _PM.search(after) else 0)
+            return {base * 60 + minute}
+        if fixed or hour == 0 or hour > 12:
+            return {(hour % 24) * 60 + minute}
+        return {(hour % 12) * 60 + minute, (hour % 12 + 12) * 60 + minute}
+
+    for m in _DIGITAL.finditer(t):
+        minute = int(m["m"] or m["m2"])
+        r = readings(int(m["h"]), minute, m.end(), fixed=len(m["h"]) == 2 and m["h"].startswith("0"))
+        if r:
+            out.append((m.start(), r))
+    for m in _AMPM_ONLY.finditer(t):
+        inside = any(a <= m.start() < a + 5 for a, _ in out)  # the minutes of "6:10 pm", read above
+        if not inside and (r := readings(int(m["h"]), 0, m.end(), False)):
+            out.append((m.start(), r))
+    for m in _SPOKEN.finditer(t):
+        word = m["h"] or m["h2"]
+        hour = int(word) if word.isdigit() else _CLOCK_WORDS[word]
+        minute = 0
+        if m["part"]:
+            minute = _PART_MINUTES[m["part"]]
+            if m["dir"] == "to":
+                hour, minute = (hour - 1) % 12 or 12, 60 - minute
+        if r := readings(hour, minute, m.end(), False):
+            out.append((m.start(), r))
+    for m in _NOON.finditer(t):
+        out.append((m.start(), {0 if m["w"] == "midnight" else 720}))
+    return [r for _, r in sorted(out, key=lambda x: x[0])]
+
