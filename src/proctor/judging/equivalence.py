@@ -121,6 +121,8 @@ def _unit_text(text: str) -> str:
     for pattern, unit in _UNIT_PHRASES:
         t = pattern.sub(unit, t)
     return t
+
+
 # Comparisons that are not negations ("no less than half a day").
 _NOT_NEGATIONS = re.compile(
     r"\b(?:no|not)\s+(?:less|more|fewer|later|earlier|sooner)\s+than\b", re.IGNORECASE
@@ -455,8 +457,10 @@ def missing_part(answer: str, reference: str) -> RuleDecision | None:
     stems = {_stem(w) for w in have}
 
     def present(word: str) -> bool:
-        return _stem(word) in stems or _said_otherwise(word, have) or any(
-            difflib.SequenceMatcher(None, word, x).ratio() >= _NEAR_SPELLING for x in have
+        return (
+            _stem(word) in stems
+            or _said_otherwise(word, have)
+            or any(difflib.SequenceMatcher(None, word, x).ratio() >= _NEAR_SPELLING for x in have)
         )
 
     lacking = [" ".join(p) for p in parts if not any(present(w) for w in p)]
@@ -657,4 +661,3 @@ def _clock_times(text: str) -> list[set[int]]:
     for m in _NOON.finditer(t):
         out.append((m.start(), {0 if m["w"] == "midnight" else 720}))
     return [r for _, r in sorted(out, key=lambda x: x[0])]
-

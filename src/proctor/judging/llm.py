@@ -19,8 +19,11 @@ callers record it as an error on their item.
 from __future__ import annotations
 
 import math
+import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from proctor.models import Message, Model, TokenLogprob
@@ -73,26 +76,105 @@ class Verdict:
 
 
 def verdict_probability(tokens: Sequence[TokenLogprob] | None) -> float | None:
-    """P("correct") at the last token that spells a verdict, from its top alternatives.
+    """P("correct") at the single-answer judge's verdict, from the top alternatives at its first token.
 
-    The two verdicts are single tokens for common tokenizers; spellings of one verdict (" correct",
-    "Correct") are added up. A verdict missing from the top list is given the lowest listed probability —
-    an upper bound, so the result is never more confident than the server's numbers allow."""
-    for t in reversed(tokens or ()):
-        if _word(t.token) not in VERDICTS:
+    The verdict is the reply's last `"verdict": "<value>"` field (`verdict_distributions`); a reply whose
+    tokens spell no such field (a bare verdict word) falls back to the last token that spells a verdict.
+    Spellings of one verdict (" correct", "Correct") are added up. A verdict missing from the top list is
+    given the lowest listed probability — an upper bound, so the result is never more confident than the
+    server's numbers allow."""
+    readings = verdict_distributions(tokens, VERDICTS)
+    if readings:
+        return list(readings.values())[-1]["correct"]
+    toks = list(tokens or ())
+    for i in reversed(range(len(toks))):
+        if _word(toks[i].token) in VERDICTS:
+            dist = _value_distribution(toks[i:], VERDICTS)
+            return None if dist is None else dist["correct"]
+    return None
+
+
+_OBJECT_KEY = re.compile(r'"([^"\\]*)"\s*:\s*\{')
+
+
+def verdict_distributions(
+    tokens: Sequence[TokenLogprob] | None, verdicts: Sequence[str] = VERDICTS, *, field: str = "verdict"
+) -> dict[str, dict[str, float]]:
+    """The judge's probability of each verdict word at every `"<field>": "<value>"` of a JSON reply, read from
+    the reply's token logprobs; keyed by the key of the object that holds the field ("" at the top level,
+    e.g. `{"reason": ..., "verdict": ...}`; "A", "B", ... in `{"A": {"reason": ..., "verdict": ...}, ...}`).
+    A later field with the same key wins, as in JSON. Empty without logprobs.
+
+    The tokens are joined to give character offsets (so a provider's text that differs from its tokens —
+    stripped, or with a multi-byte character split — does not shift them). A field is read only when its
+    value is one of `verdicts` (lower-cased, JSON punctuation stripped). The distribution is read at the
+    token holding the value's first character, where the verdict words diverge: each top alternative
+    counts for the verdict word it spells or begins ("un" for "uncovered", which Qwen2.5 writes as
+    "un" + "covered"; spellings added up); the words are renormalised among themselves (other tokens,
+    e.g. "wrong", are left out) and a word missing from the list gets the lowest listed probability. Only
+    when the chosen token could still begin several verdict words does the reading move on to the next
+    token (the words that diverged at the earlier token keep the probability given to them there)."""
+    toks = list(tokens or ())
+    if not toks:
+        return {}
+    text = "".join(t.token for t in toks)
+    starts = list(accumulate((len(t.token) for t in toks[:-1]), initial=0))
+    keys = [(m.end(), m.group(1)) for m in _OBJECT_KEY.finditer(text)]
+    out: dict[str, dict[str, float]] = {}
+    pattern = re.compile(rf'"{re.escape(field)}"\s*:\s*"(?P<value>[^"\\]*)"')
+    for m in pattern.finditer(text):
+        if _word(m.group("value")) not in verdicts:
             continue
+        i = bisect_right(starts, m.start("value")) - 1
+        dist = _value_distribution(toks[i:], verdicts)
+        if dist is not None:
+            key = next((k for end, k in reversed(keys) if end <= m.start()), "")
+            out.pop(key, None)  # a repeated key: the later field wins, and is the later one in order
+            out[key] = dist
+    return out
+
+
+def _value_distribution(tokens: Sequence[TokenLogprob], verdicts: Sequence[str]) -> dict[str, float] | None:
+    """The distribution over `verdicts` of a value whose first token is `tokens[0]` (see
+    `verdict_distributions`); None when the chosen tokens spell no verdict word."""
+    mass: dict[str, float] = {}
+    live = list(verdicts)  # the words the value written so far can still become
+    prefix, path = "", 1.0
+    for t in tokens:
         raw = dict(t.top or {})
         raw.setdefault(t.token, t.logprob)
-        floor = min(raw.values())
-        mass = {w: sum(math.exp(v) for k, v in raw.items() if _word(k) == w) for w in VERDICTS}
-        pc, pi = (mass[w] or math.exp(floor) for w in VERDICTS)
-        return pc / (pc + pi)
+        floor = math.exp(min(raw.values()))
+        here: dict[str, float] = {}
+        for alt, lp in raw.items():
+            word = _spelled(prefix + _word(alt), live)
+            if word is not None:
+                here[word] = here.get(word, 0.0) + math.exp(lp)
+        chosen = prefix + _word(t.token)
+        decided = _spelled(chosen, live) is not None
+        ahead = [] if decided else [w for w in live if w.startswith(chosen)]
+        if not decided and len(ahead) < 2:
+            return None  # the value spells no verdict word
+        for w in live:
+            if w not in ahead:  # diverges at this token
+                mass[w] = path * here.get(w, floor)
+        if decided:
+            total = sum(mass.values())
+            return {w: mass[w] / total for w in verdicts}
+        live, prefix, path = ahead, chosen, path * math.exp(t.logprob)
     return None
+
+
+def _spelled(text: str, words: Sequence[str]) -> str | None:
+    """The word of `words` that `text` spells or begins (a spelling wins); None when none or several."""
+    if text in words:
+        return text
+    begun = [w for w in words if text and w.startswith(text)]
+    return begun[0] if len(begun) == 1 else None
 
 
 def _word(token: str) -> str:
     """A token without the JSON punctuation and spaces a tokenizer may glue to a verdict word."""
-    return token.strip(' \t\n"{}:,').lower()
+    return token.strip(' \t\r\n"{}[]:,').lower()
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,12 @@ all of an answer's excerpts that need stage 2, each against its own reference (o
 so the rules are sent once per cluster instead of once per unit; a unit missing from the reply or with an
 invalid verdict is recorded as an error (cause "invalid_output") and the others are kept. Either way each
 unit gets its own `reckon_verdict` item of the same shape. `judge_mode: unit` makes one call per unit.
+
+Both stage-2 calls ask for token logprobs: each unit's verdict records the judge's P(correct) — its share of
+"correct" among the three verdict words at the unit's own verdict field (`proctor.judging.llm.
+verdict_distributions`), None where the server gives no logprobs. It is recorded beside the judge's own
+verdict, never used to change it; a guard's veto keeps it; a unit stage 1 settles as uncovered has none.
+`stage` says which method decided: "judge", "guard" or "extract".
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pydantic import BaseModel
 
 from proctor.errors import StepError
 from proctor.judging.equivalence import veto
+from proctor.judging.llm import TOP_LOGPROBS, verdict_distributions
 from proctor.prompts import prompt_version, render_messages
 from proctor.protocols.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
@@ -179,7 +186,9 @@ class UnitVerdict(Payload):
     sentence_ids: list[int]
     verdict: str | None = None
     reason: str | None = None
+    # The method that decided: "judge", "guard" (overruled the judge's "correct") or "extract" (stage 1).
     stage: str = "judge"
+    p_correct: float | None = None  # the judge's P(correct) from its logprobs (None: no logprobs, or no call)
 
 
 class UnitReply(BaseModel):
@@ -188,6 +197,7 @@ class UnitReply(BaseModel):
     verdict: str | None = None
     reason: str = ""
     error: str | None = None
+    p_correct: float | None = None
 
 
 class ClusterVerdicts(Payload):
@@ -320,18 +330,27 @@ class JudgeJob:
     uncovered: str | None = None  # why stage 1 already settles the unit as uncovered (no stage-2 call)
 
 
-def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool) -> UnitVerdict:
+def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: float | None) -> UnitVerdict:
     """The judge's verdict, unless a guard (`proctor.judging.equivalence.veto`) is sure a "correct" is not:
-    then "incorrect", stage "guard", the guard's finding and the judge's reason kept."""
+    then "incorrect", stage "guard", the guard's finding and the judge's reason kept. Either way the judge's
+    P(correct) is kept as it gave it."""
     why = " ".join(str(reason).split())
     guard = veto(job.pending.excerpt, job.unit.description) if guards and verdict == "correct" else None
     if verdict == "correct" and guard is not None:
         update = {
             "verdict": "incorrect",
             "reason": f"{guard.method}: {guard.detail} (the judge said correct: {why})",
+            "stage": "guard",
+            "p_correct": p_correct,
         }
-        return job.pending.model_copy(update=update | {"stage": "guard"})
-    return job.pending.model_copy(update={"verdict": verdict, "reason": why})
+        return job.pending.model_copy(update=update)
+    return job.pending.model_copy(update={"verdict": verdict, "reason": why, "p_correct": p_correct})
+
+
+def p_correct_of(readings: dict[str, dict[str, float]], field: str) -> float | None:
+    """P(correct) at one field's verdict (`verdict_distributions`), rounded as the shared judge's is."""
+    dist = readings.get(field)
+    return None if dist is None else round(dist["correct"], 4)
 
 
 def new_evidence(unit: KnowledgeUnit) -> str:
@@ -362,7 +381,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
                 raise StepError(reply.message, cause=reply.cause)
             if reply.verdict is None:
                 raise StepError(reply.error or "cluster judge: no verdict", cause="invalid_output")
-            return _verdict(job, reply.verdict, reply.reason, cfg.guards)
+            return _verdict(job, reply.verdict, reply.reason, cfg.guards, reply.p_correct)
         u = job.unit
         messages = render_messages(
             JUDGE_PROMPT,
@@ -372,9 +391,14 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
             excerpt=job.pending.excerpt,
         )
         c = await judge.generate(
-            messages, json_schema=JUDGE_SCHEMA, temperature=0.0, max_tokens=cfg.judge_max_tokens
+            messages,
+            json_schema=JUDGE_SCHEMA,
+            temperature=0.0,
+            max_tokens=cfg.judge_max_tokens,
+            top_logprobs=TOP_LOGPROBS,
         )
-        return _verdict(job, c.parsed["verdict"], c.parsed["reason"], cfg.guards)
+        p = p_correct_of(verdict_distributions(c.logprobs, VERDICTS), "")
+        return _verdict(job, c.parsed["verdict"], c.parsed["reason"], cfg.guards, p)
 
     outcomes = await ctx.map(
         f"reckon round {round_no}: " + ("verdicts" if cfg.judge_mode == "cluster" else "judging"),
@@ -423,13 +447,19 @@ async def _judge_clusters(
             json_schema=judge_cluster_schema(len(group)),
             temperature=0.0,
             max_tokens=cfg.judge_max_tokens * len(group),
+            top_logprobs=TOP_LOGPROBS,
         )
+        readings = verdict_distributions(c.logprobs, VERDICTS)
         verdicts = {}
         for n, j in zip(names, group, strict=True):
             field = c.parsed.get(n) or {}
             verdict = str(field.get("verdict") or "").strip().lower()
             if verdict in VERDICTS:
-                verdicts[j.key] = UnitReply(verdict=verdict, reason=str(field.get("reason") or ""))
+                verdicts[j.key] = UnitReply(
+                    verdict=verdict,
+                    reason=str(field.get("reason") or ""),
+                    p_correct=p_correct_of(readings, n),
+                )
             else:
                 why = "missing from the reply" if n not in c.parsed else f"invalid verdict {verdict!r}"
                 verdicts[j.key] = UnitReply(error=f"cluster judge: {n} {why}")

@@ -2,8 +2,9 @@
 
 Reads: the artifact `reckon` (unit stats, per-candidate scores and breakdowns, round logs, round-1
 clusters, 2-D map, cost, meta-evaluation, examples, uncovered units), the metrics `accuracy.reckon`
-per candidate, and the items `KnowledgeUnit`, `ReckonItem`, `BaselineQuestion` and `BaselineAnswer` (read
-typed) for the unit browser.
+per candidate, the items `KnowledgeUnit`, `ReckonItem`, `BaselineQuestion` and `BaselineAnswer` (read
+typed) for the unit browser, and the `UnitVerdict` items (every round's per-unit verdicts) for the verdicts
+by method.
 Every string from the store is escaped by the template.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from proctor.protocols.reckon import plots as plots_reckon
 from proctor.protocols.reckon.baselines import JW_OR, JW_R, BaselineAnswer, BaselineQuestion
+from proctor.protocols.reckon.judging import VERDICTS, UnitVerdict
 from proctor.protocols.reckon.run import ReckonItem
 from proctor.protocols.reckon.units import KnowledgeUnit
 from proctor.protocols.steps import read_items
@@ -33,6 +35,30 @@ STEP_LABELS = {"questions": "question generation", "answers": "candidate answers
 
 
 BROWSER_LIMIT = 500
+STAGES = ("judge", "guard", "extract")  # the methods that decide a unit's verdict, in the table's order
+
+
+def verdicts_by_method(store: RunStore) -> list[dict[str, Any]]:
+    """Per method (`UnitVerdict.stage`), over every recorded unit verdict of every round and candidate: the
+    verdicts it gave, how many carry the judge's P(correct), and their mean (a guard's row: the judge's
+    P(correct) on the "correct" verdicts the guard overruled)."""
+    groups: dict[str, list[UnitVerdict]] = {}
+    for _, v in read_items(store, UnitVerdict):
+        groups.setdefault(v.stage, []).append(v)
+    rows = []
+    for stage in sorted(groups, key=lambda s: STAGES.index(s) if s in STAGES else len(STAGES)):
+        vs = groups[stage]
+        ps = [v.p_correct for v in vs if v.p_correct is not None]
+        rows.append(
+            {
+                "method": stage,
+                "n": len(vs),
+                **{verdict: sum(1 for v in vs if v.verdict == verdict) for verdict in VERDICTS},
+                "n_p": len(ps),
+                "mean_p": sum(ps) / len(ps) if ps else None,
+            }
+        )
+    return rows
 
 
 def _unit_browser(store: RunStore, candidates: list[str]) -> list[dict[str, Any]]:
@@ -145,6 +171,7 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
         "examples": art.get("examples") or [],
         "uncovered": art.get("uncovered") or [],
         "browser": _unit_browser(store, names),
+        "by_method": verdicts_by_method(store),
         "browser_limit": BROWSER_LIMIT,
         "config": art.get("config") or {},
     }

@@ -6,8 +6,9 @@ extraction or judgment failed) are re-clustered and re-asked next round.
 A question must name its units' subjects (`questions.missing_subjects`). With `left_out: list` (the
 default) the question itself names the subjects the examiner left out, so nothing is split here. With
 `left_out: split` the examiner is re-asked once, and the units a question still leaves out are split off
-into a cluster of their own, which gets its own question (a question that names none of its units has its cluster cut in two instead), at most
-`SPLIT_PASSES` times; units still not named after that are asked anyway and count as *off topic*.
+into a cluster of their own, which gets its own question (a question that names none of its units has its
+cluster cut in two instead), at most `SPLIT_PASSES` times; units still not named after that are asked
+anyway and count as *off topic*.
 
 A candidate stops when
 

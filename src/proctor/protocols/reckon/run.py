@@ -67,6 +67,8 @@ class ReckonItem(Payload):
     reason: str | None
     baseline_answer_key: str | None
     scores: dict[str, float | None]
+    stage: str | None = None  # the method that decided the verdict: "judge", "guard" or "extract"
+    p_correct: float | None = None  # the judge's P(correct) from its logprobs, where the server gave them
 
 
 def _metric(store: RunStore, metric: str, subject: str, e: Estimate) -> None:
@@ -200,11 +202,18 @@ def _finish(
                 reason=vd.reason if vd is not None else None,
                 baseline_answer_key=b.answer_key,
                 scores=scores,
+                stage=vd.stage if vd is not None else None,
+                p_correct=vd.p_correct if vd is not None else None,
             )
             items.append(item)
             store.put_item(item.item_id, ReckonItem.KIND, item.model_dump(mode="json"))
             store.put_judgment(
-                item.item_id, "reckon", verdict=st.status, score=scores["reckon"], reason=item.reason
+                item.item_id,
+                "reckon",
+                verdict=st.status,
+                score=scores["reckon"],
+                reason=item.reason,
+                data={"method": vd.stage, "p_correct": vd.p_correct} if vd is not None else None,
             )
 
     cand_summary: dict[str, Any] = {}
@@ -391,6 +400,7 @@ def _examples(rounds: RoundsResult, units: list[KnowledgeUnit], n: int) -> list[
                         "verdict": v.verdict,
                         "reason": v.reason,
                         "stage": v.stage,
+                        "p_correct": v.p_correct,
                     }
                 )
     return out
