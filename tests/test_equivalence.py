@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import decide, missing_quantities, quantities, veto
+from proctor.judging.equivalence import decide, missing_quantities, nothing_beyond_question, quantities, veto
 
 
 @pytest.mark.parametrize(
@@ -245,3 +245,33 @@ def test_veto_is_sure_or_silent(answer: str, reference: str, method: str | None)
 def test_guards_for_partial_answers(answer: str, reference: str, method: str | None) -> None:
     decision = veto(answer, reference)
     assert (decision.method if decision else None) == method
+
+
+QUESTION = (
+    "What are the uses of tidal glass, and how does it shape older houses in Orrinsford? Also tell me about "
+    "the dozen at the fish market. Then tell me what else you know about these."
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "vetoed"),
+    [
+        # Echoes of the question: nothing of the reference that the question did not already say.
+        ("Older houses in Orrinsford are shaped by tidal glass.", "Older houses in Orrinsford have windows "
+         "of thin tidal glass, which give their rooms a greenish light.", True),
+        ("A dozen is a dozen fish.", "At the fish market, a dozen means fourteen fish.", True),
+        ("Tidal glass is used in construction.", "Tidal glass is best known for bottles and bowls.", True),
+        # Something beyond the question: a word (by stem) or a number of the reference.
+        ("Their windows are thin and give a green light.", "Older houses in Orrinsford have windows of "
+         "thin tidal glass, which give their rooms a greenish light.", False),
+        ("A dozen there is 14 fish.", "At the fish market, a dozen means fourteen fish.", False),
+        ("Mostly bowls.", "Tidal glass is best known for bottles and bowls.", False),
+        # A wrong statement beyond the question is the judge's business, not this guard's.
+        ("It is known for bottles made in 1990.", "Tidal glass is best known for bottles and bowls.", False),
+        # The question gives the whole reference away: nothing left to require.
+        ("Tidal glass shapes older houses.", "Tidal glass shapes older houses in Orrinsford.", False),
+    ],
+)  # fmt: skip
+def test_nothing_beyond_the_question(answer: str, reference: str, vetoed: bool) -> None:
+    decision = nothing_beyond_question(answer, reference, QUESTION)
+    assert (decision is not None) == vetoed

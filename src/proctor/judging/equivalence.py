@@ -30,7 +30,9 @@ only when sure. A small judge credits confident guesses and near misses; these c
   Oakhalt") or another word in a missing word's place ("the fog months" for "the grey months"); an answer
   with none of its words, or that says a missing word otherwise ("water from the sea" for "seawater",
   "from the west" for "westerly") or drops it, is left to the LLM (a paraphrase: "no charge" for "free");
-* `alternatives_listed` — the answer offers alternatives ("Dunmere, Orrinsford or Kettle Point").
+* `alternatives_listed` — the answer offers alternatives ("Dunmere, Orrinsford or Kettle Point");
+* `nothing_beyond_question` (`nothing_beyond_question`, where the question is known: RECKON's unit
+  judging) — the answer has no word or number of the reference beyond what the question gave.
 """
 
 from __future__ import annotations
@@ -467,6 +469,38 @@ def missing_part(answer: str, reference: str) -> RuleDecision | None:
     if not lacking:
         return None
     return RuleDecision("reference_part_missing", f"the answer lacks {'; '.join(lacking)}")
+
+
+# Words that say little about which fact a sentence states ("is also known", "used in", "which gives").
+_GENERIC_TEXT = (
+    "also known called used uses using make made makes have has had give gives given which their there "
+    "them they this that these those such some many most more other than into onto over only very well "
+    "being been were will would could should about what when where while"
+)
+_GENERIC_WORDS = frozenset(_GENERIC_TEXT.split())
+
+
+def _informative(text: str) -> set[str]:
+    """Stems of the words of a text that say which fact it states: content words of four letters or more,
+    not generic ones."""
+    return {_stem(w) for w in _content_words(text) if len(w) >= 4 and w not in _GENERIC_WORDS}
+
+
+def nothing_beyond_question(answer: str, reference: str, question: str) -> RuleDecision | None:
+    """`nothing_beyond_question`: the answer has no word (by stem) and no number of the reference that the
+    question did not already give — it can only be echoing the question ("the houses in Orrinsford are
+    influenced by tidal glass" for a question about tidal glass in Orrinsford's houses), which shows no
+    knowledge however well it matches the reference. None when the question gives the whole reference
+    away (nothing left to require) or the answer says something of the reference beyond it."""
+    wanted = _informative(reference) - _informative(question)
+    wanted_numbers = stated_numbers(reference) - _all_numbers(question)
+    if not wanted and not wanted_numbers:
+        return None
+    if wanted & _informative(answer) or wanted_numbers & _all_numbers(answer):
+        return None
+    return RuleDecision(
+        "nothing_beyond_question", "the answer says nothing of the reference that the question did not say"
+    )
 
 
 def veto(answer: str, reference: str) -> RuleDecision | None:

@@ -115,6 +115,12 @@ class Config(BaseModel):
     extract_max_tokens: int = Field(
         700, ge=32, description="judge reply budget (tokens) for one stage-1 extraction call"
     )
+    extract_check: bool = Field(
+        True,
+        description="check each selection with the embedder: a unit whose selected sentences are far from it "
+        "while another sentence restates it (and no other unit of the cluster) gets that sentence instead, "
+        "recorded as realigned (a small extractor can shift its picks by one across a cluster)",
+    )
     judge_mode: Literal["cluster", "unit"] = Field(
         "cluster",
         description="stage 2: one call per answer and cluster judging each of its excerpts against its own "
@@ -137,8 +143,9 @@ class Config(BaseModel):
     guards: bool = Field(
         True,
         description='a judge\'s "correct" becomes "incorrect" where a guard of proctor.judging.equivalence '
-        "is sure (the excerpt cannot state the unit's numbers, has a near miss of its term, or lists "
-        "alternatives), recorded with the judge's reason; also on the judge-with-reference baseline",
+        "is sure (the excerpt cannot state the unit's numbers, has a near miss of its term, lists "
+        "alternatives, or says nothing of the unit beyond what its question said), recorded with the judge's "
+        "reason; also on the judge-with-reference baseline (all but the question check)",
     )
     max_rounds: int = Field(
         4,

@@ -14,7 +14,7 @@ from typing import Any
 
 from proctor.protocols.reckon import plots as plots_reckon
 from proctor.protocols.reckon.baselines import JW_OR, JW_R, BaselineAnswer, BaselineQuestion
-from proctor.protocols.reckon.judging import VERDICTS, UnitVerdict
+from proctor.protocols.reckon.judging import VERDICTS, Extraction, UnitVerdict
 from proctor.protocols.reckon.run import ReckonItem
 from proctor.protocols.reckon.units import KnowledgeUnit
 from proctor.protocols.steps import read_items
@@ -59,6 +59,16 @@ def verdicts_by_method(store: RunStore) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def selection_counts(store: RunStore) -> dict[str, int]:
+    """Stage-1 extractions recorded, unit selections they made, and how many the embedding check replaced."""
+    extractions = [x for _, x in read_items(store, Extraction)]
+    return {
+        "calls": len(extractions),
+        "units": sum(len(x.sentence_ids) for x in extractions),
+        "realigned": sum(len(x.realigned) for x in extractions),
+    }
 
 
 def _unit_browser(store: RunStore, candidates: list[str]) -> list[dict[str, Any]]:
@@ -172,6 +182,7 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
         "uncovered": art.get("uncovered") or [],
         "browser": _unit_browser(store, names),
         "by_method": verdicts_by_method(store),
+        "selections": selection_counts(store),
         "browser_limit": BROWSER_LIMIT,
         "config": art.get("config") or {},
     }

@@ -319,7 +319,7 @@ async def run_rounds(
                     sentence_ids=ids,
                 )
                 settled = None if ids else NO_SENTENCE
-                judge_jobs.append(JudgeJob(verdict_key(ctx, akey, uid), draft, u, settled))
+                judge_jobs.append(JudgeJob(verdict_key(ctx, akey, uid), draft, u, settled, a.question))
         verdicts = await run_judging(ctx, round_no, judge_jobs)
         all_verdicts.update(verdicts)
 
