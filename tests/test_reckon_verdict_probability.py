@@ -24,7 +24,16 @@ from proctor.models.scripted import register_script
 from proctor.models.types import GenerationParams, Message, RawReply, Usage
 from proctor.protocols.reckon.judging import VERDICTS
 from proctor.runner import run_config
-from test_reckon_protocol import CLUSTER_BLOCK_RE, FACTS, _items, _user, lenient_judge, write_config
+from test_reckon_protocol import (
+    CLUSTER_BLOCK_RE,
+    EXTRACT_JUDGE_MARK,
+    FACTS,
+    _items,
+    _subjects,
+    _user,
+    lenient_judge,
+    write_config,
+)
 
 LN = math.log
 
@@ -54,6 +63,16 @@ def cluster(fields: dict[str, list[TokenLogprob]]) -> list[TokenLogprob]:
     for i, (label, toks) in enumerate(fields.items()):
         out += [tok(',\n  "' if i else '  "'), tok(label), tok('": '), *toks]
     return [*out, tok("\n}")]
+
+
+def selected(ids: list[int], value: list[TokenLogprob]) -> list[TokenLogprob]:
+    """{"sentences": [2, 3], "verdict": ...} as a model writes it: the numbers and separators as tokens."""
+    numbers: list[TokenLogprob] = []
+    for i, n in enumerate(ids):
+        numbers += [tok(", ")] if i else []
+        numbers.append(tok(str(n), {str(n): 0.8, str(n + 1): 0.2}))
+    return [tok('{"'), tok("sentences"), tok('": ['), *numbers, tok('],'), tok(' "'), tok("verdict"),
+            tok('": "'), *value, tok('"}')]  # fmt: skip
 
 
 def text(tokens: list[TokenLogprob]) -> str:
@@ -96,6 +115,28 @@ def test_cluster_reply_is_keyed_by_label() -> None:
     assert d["A"]["correct"] == pytest.approx(0.9)
     assert d["B"]["correct"] == pytest.approx(0.2) and d["B"]["incorrect"] == pytest.approx(0.7)
     assert d["C"]["uncovered"] == pytest.approx(0.85) and d["C"]["correct"] == pytest.approx(0.05)
+
+
+def test_one_call_reply_with_sentences_is_keyed_by_label() -> None:
+    """judge_mode: with_extract: each label's object holds the sentence numbers before the verdict (an
+    empty list for a subject the answer leaves out); the verdict is still read per label."""
+    tokens = cluster(
+        {
+            "A": selected([2, 3], value_tokens("correct", {"correct": 0.8, "incorrect": 0.15, "un": 0.05})),
+            "B": selected([1], value_tokens("incorrect", {"incorrect": 0.6, "correct": 0.3, "un": 0.1})),
+            "C": selected([], value_tokens("uncovered", {"un": 0.9, "correct": 0.02, "incorrect": 0.08})),
+        }
+    )
+    assert json.loads(text(tokens)) == {
+        "A": {"sentences": [2, 3], "verdict": "correct"},
+        "B": {"sentences": [1], "verdict": "incorrect"},
+        "C": {"sentences": [], "verdict": "uncovered"},
+    }
+    d = verdict_distributions(tokens, VERDICTS)
+    assert list(d) == ["A", "B", "C"]
+    assert d["A"]["correct"] == pytest.approx(0.8) and d["A"]["uncovered"] == pytest.approx(0.05)
+    assert d["B"]["correct"] == pytest.approx(0.3) and d["B"]["incorrect"] == pytest.approx(0.6)
+    assert d["C"]["uncovered"] == pytest.approx(0.9) and d["C"]["correct"] == pytest.approx(0.02)
 
 
 def test_the_word_correct_in_a_reason_is_not_the_verdict() -> None:
@@ -194,10 +235,30 @@ def _with_logprobs(reply: dict[str, Any], q: dict[str, float]) -> RawReply:
     return RawReply(text=text(tokens), usage=Usage(100, len(tokens)), logprobs=tokens)
 
 
+def _one_call_with_logprobs(reply: dict[str, Any], q: dict[str, float]) -> RawReply:
+    """A with_extract reply ({"A": {"sentences": [...], "verdict": ...}, ...}) as tokens; `q`: P(correct) per
+    label."""
+
+    def unit(f: dict[str, Any], p: float) -> list[TokenLogprob]:
+        probs = {"correct": p, "incorrect": 0.9 * (1 - p), "un": 0.1 * (1 - p)}
+        return selected(f["sentences"], value_tokens(str(f["verdict"]), probs))
+
+    tokens = cluster({k: unit(f, q[k]) for k, f in reply.items()})
+    return RawReply(text=text(tokens), usage=Usage(100, len(tokens)), logprobs=tokens)
+
+
 def lp_judge(messages: list[Message], params: GenerationParams) -> str | RawReply:
-    """The lenient scripted judge (calls every excerpt correct in cluster mode), with logprobs on stage 2."""
+    """The lenient scripted judge (calls every excerpt correct in cluster mode), with logprobs on stage 2 and
+    on the with_extract call (lenient there too: every unit with sentences is correct)."""
     reply = lenient_judge(messages, params)
     text_ = _user(messages)
+    if EXTRACT_JUDGE_MARK in text_:
+        SEEN.append(params)
+        out = {
+            k: {**f, "verdict": "correct" if f["sentences"] else "uncovered"}
+            for k, f in json.loads(reply).items()
+        }
+        return _one_call_with_logprobs(out, {label: Q[kw] for label, (kw, _) in _subjects(text_).items()})
     blocks = CLUSTER_BLOCK_RE.findall(text_)
     if blocks:
         SEEN.append(params)
@@ -213,7 +274,7 @@ def lp_judge(messages: list[Message], params: GenerationParams) -> str | RawRepl
 register_script("reckon-judge-lp", lp_judge)
 
 
-@pytest.mark.parametrize("mode", ["cluster", "unit"])
+@pytest.mark.parametrize("mode", ["cluster", "unit", "with_extract"])
 def test_reckon_records_the_judge_probability_on_every_unit_verdict(tmp_path: Path, mode: str) -> None:
     """half answers every unit (three wrongly): the judge's verdicts carry its P(correct) per subject; the
     guards overrule its "correct" on salt tax (another number) and net loft (one word off) and keep the

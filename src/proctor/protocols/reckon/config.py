@@ -121,10 +121,12 @@ class Config(BaseModel):
         "while another sentence restates it (and no other unit of the cluster) gets that sentence instead, "
         "recorded as realigned (a small extractor can shift its picks by one across a cluster)",
     )
-    judge_mode: Literal["cluster", "unit"] = Field(
+    judge_mode: Literal["cluster", "unit", "with_extract"] = Field(
         "cluster",
         description="stage 2: one call per answer and cluster judging each of its excerpts against its own "
-        "reference (one JSON field per unit), or one call per unit",
+        "reference (one JSON field per unit), or one call per unit; with_extract (needs extract_mode "
+        "cluster): the stage-1 call also gives each unit's verdict, and only units the embedding check "
+        "realigned get a stage-2 (cluster) call",
     )
     judge_max_tokens: int = Field(
         200,
@@ -181,6 +183,11 @@ class Config(BaseModel):
             raise ValueError(
                 f"max_cluster_size ({self.max_cluster_size}) must be at least target_cluster_size "
                 f"({self.target_cluster_size})"
+            )
+        if self.judge_mode == "with_extract" and self.extract_mode != "cluster":
+            raise ValueError(
+                "judge_mode: with_extract needs extract_mode: cluster (got extract_mode: "
+                f"{self.extract_mode}); the verdicts come with the one stage-1 call per answer and cluster"
             )
         if len(set(self.baselines)) != len(self.baselines):
             raise ValueError("baselines: list each baseline once")

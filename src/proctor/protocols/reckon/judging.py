@@ -21,11 +21,18 @@ so the rules are sent once per cluster instead of once per unit; a unit missing 
 invalid verdict is recorded as an error (cause "invalid_output") and the others are kept. Either way each
 unit gets its own `reckon_verdict` item of the same shape. `judge_mode: unit` makes one call per unit.
 
-Both stage-2 calls ask for token logprobs: each unit's verdict records the judge's P(correct) — its share of
-"correct" among the three verdict words at the unit's own verdict field (`proctor.judging.llm.
-verdict_distributions`), None where the server gives no logprobs. It is recorded beside the judge's own
-verdict, never used to change it; a guard's veto keeps it; a unit stage 1 settles as uncovered has none.
-`stage` says which method decided: "judge", "guard" or "extract".
+One call (`judge_mode: with_extract`, with `extract_mode: cluster`): the stage-1 call also gives each unit's
+verdict on the sentences it selects (`{"A": {"sentences": [...], "verdict": "..."}, ...}`, no reason; the
+references and both stages' rules are sent once), kept on the `reckon_extract` item; a unit with no sentence
+is uncovered (stage "extract") whatever verdict it was given. A unit the embedding check realigns has no
+verdict on its new excerpt: it alone goes to a stage-2 cluster call. The reply is schema-checked as a whole
+(sentence numbers and verdicts): a bad one is re-asked, then all its units are errors.
+
+The stage-2 calls and the one-call mode ask for token logprobs: each unit's verdict records the judge's
+P(correct) — its share of "correct" among the three verdict words at the unit's own verdict field
+(`proctor.judging.llm.verdict_distributions`), None where the server gives no logprobs. It is recorded
+beside the judge's own verdict, never used to change it; a guard's veto keeps it; a unit stage 1 settles as
+uncovered has none. `stage` says which method decided: "judge", "guard" or "extract".
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ EXTRACT_PROMPT = "reckon/extract"
 EXTRACT_UNIT_PROMPT = "reckon/extract_unit"
 JUDGE_PROMPT = "reckon/judge"
 JUDGE_CLUSTER_PROMPT = "reckon/judge_cluster"
+EXTRACT_JUDGE_PROMPT = "reckon/extract_judge"
+VERDICT_TOKENS = 12  # reply budget added per unit when the stage-1 call also gives verdicts
 
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -97,6 +106,27 @@ def extract_schema(n_units: int, n_sentences: int, max_ids: int) -> dict[str, An
     return {
         "type": "object",
         "properties": {k: _ids_schema(n_sentences, max_ids) for k in names},
+        "required": names,
+        "additionalProperties": False,
+    }
+
+
+def extract_judge_schema(n_units: int, n_sentences: int, max_ids: int) -> dict[str, Any]:
+    """`judge_mode: with_extract`: per unit label, the sentence numbers (as `extract_schema`) and the verdict
+    on them, sentences first."""
+    names = labels(n_units)
+    unit = {
+        "type": "object",
+        "properties": {
+            "sentences": _ids_schema(n_sentences, max_ids),
+            "verdict": {"type": "string", "enum": list(VERDICTS)},
+        },
+        "required": ["sentences", "verdict"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {k: unit for k in names},
         "required": names,
         "additionalProperties": False,
     }
@@ -169,7 +199,9 @@ def judge_cluster_schema(n: int) -> dict[str, Any]:
 class Extraction(Payload):
     """Stage 1 for one job: per unit, the numbers of the answer sentences about it (empty: none) and the
     excerpt they make (the answer's own sentences, joined); `realigned`: the units whose selection the
-    embedding check replaced, with the extractor's own numbers."""
+    embedding check replaced, with the extractor's own numbers. With `judge_mode: with_extract` also the
+    call's verdict per unit and the judge's P(correct) at it, as the call gave them (a realigned unit's
+    and an empty selection's verdict are not used)."""
 
     KIND: ClassVar[str] = "reckon_extract"
     answer_key: str
@@ -177,6 +209,15 @@ class Extraction(Payload):
     sentence_ids: dict[str, list[int]]
     excerpts: dict[str, str]
     realigned: dict[str, list[int]] = Field(default_factory=dict)
+    verdicts: dict[str, str] = Field(default_factory=dict)
+    p_correct: dict[str, float | None] = Field(default_factory=dict)
+
+    def verdict_for(self, unit_id: str) -> tuple[str, float | None] | None:
+        """The one-call verdict that stands for a unit (with its P(correct)): None when the call gave none,
+        or judged other sentences than the unit's (realigned)."""
+        if unit_id in self.realigned or unit_id not in self.verdicts:
+            return None
+        return self.verdicts[unit_id], self.p_correct.get(unit_id)
 
 
 # The embedding check of a selection (`extract_check`): a unit's selection is replaced by the answer
@@ -262,9 +303,12 @@ def extract_jobs(
     sents = answer_sentences(answer)
     if cfg.extract_mode == "cluster":
         version = prompt_version(EXTRACT_PROMPT)
+        mode = (
+            ["with_extract", prompt_version(EXTRACT_JUDGE_PROMPT)] if cfg.judge_mode == "with_extract" else []
+        )
         key = work_key(
             "rx", answer_key, [u.unit_id for u in units], cfg.extract_max_sentences, version,
-            judge.provider.identity(), *(["check"] if cfg.extract_check else []),
+            judge.provider.identity(), *(["check"] if cfg.extract_check else []), *mode,
         )  # fmt: skip
         return [ExtractJob(key, answer_key, sents, units)]
     version = prompt_version(EXTRACT_UNIT_PROMPT)
@@ -299,8 +343,44 @@ async def run_extraction(
     async def extract(job: ExtractJob) -> Extraction:
         n = len(job.sentences)
         ids: dict[str, list[int]] = {}
+        verdicts: dict[str, str] = {}
+        p_correct: dict[str, float | None] = {}
         if n == 0:
             ids = {u.unit_id: [] for u in job.units}
+        elif cfg.judge_mode == "with_extract":
+            names = labels(len(job.units))
+            messages = render_messages(
+                EXTRACT_JUDGE_PROMPT,
+                sentences=numbered(job.sentences),
+                units=[
+                    {
+                        "label": name,
+                        "keyword": u.keyword,
+                        "description": u.description,
+                        "evidence": new_evidence(u),
+                    }
+                    for name, u in zip(names, job.units, strict=True)
+                ],
+                max_ids=most,
+            )
+            c = await judge.generate(
+                messages,
+                json_schema=extract_judge_schema(len(job.units), n, most),
+                temperature=0.0,
+                max_tokens=cfg.extract_max_tokens + VERDICT_TOKENS * len(job.units),
+                top_logprobs=TOP_LOGPROBS,
+            )
+            readings = verdict_distributions(c.logprobs, VERDICTS)
+            for name, u in zip(names, job.units, strict=True):
+                field = c.parsed.get(name) if isinstance(c.parsed, dict) else None
+                if not isinstance(field, dict):
+                    raise StepError(f"extractor: no object for {name}, got {field!r}", cause=INVALID)
+                ids[u.unit_id] = select_ids(field.get("sentences"), n, most)
+                verdict = str(field.get("verdict") or "").strip().lower()
+                if verdict not in VERDICTS:
+                    raise StepError(f"extractor: {name} has the invalid verdict {verdict!r}", cause=INVALID)
+                verdicts[u.unit_id] = verdict
+                p_correct[u.unit_id] = p_correct_of(readings, name)
         elif cfg.extract_mode == "cluster":
             names = labels(len(job.units))
             messages = render_messages(
@@ -352,6 +432,8 @@ async def run_extraction(
             sentence_ids=ids,
             excerpts=excerpts,
             realigned=realigned,
+            verdicts=verdicts,
+            p_correct=p_correct,
         )
 
     outcomes = await ctx.map(
@@ -371,8 +453,12 @@ async def run_extraction(
 
 
 def verdict_key(ctx: RunContext[Config], answer_key: str, unit_id: str) -> str:
-    """Per-unit verdict key; cluster mode adds its mode and prompt version (unit mode keeps the old key)."""
+    """Per-unit verdict key; cluster and with_extract modes add their mode and prompt versions (unit mode
+    keeps the old key)."""
     judge = ctx.role("judge")
+    if ctx.settings.judge_mode == "with_extract":
+        versions = [prompt_version(EXTRACT_JUDGE_PROMPT), prompt_version(JUDGE_CLUSTER_PROMPT)]
+        return work_key("rv", answer_key, unit_id, "with_extract", *versions, judge.provider.identity())
     if ctx.settings.judge_mode == "cluster":
         version = prompt_version(JUDGE_CLUSTER_PROMPT)
         return work_key("rv", answer_key, unit_id, "cluster", version, judge.provider.identity())
@@ -386,6 +472,8 @@ class JudgeJob:
     unit: KnowledgeUnit
     uncovered: str | None = None  # why stage 1 already settles the unit as uncovered (no stage-2 call)
     question: str = ""  # the question the answer replies to: an excerpt that only echoes it is not credited
+    # with_extract: the stage-1 call's verdict on this excerpt and its P(correct) (no stage-2 call)
+    given: tuple[str, float | None] | None = None
 
 
 def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: float | None) -> UnitVerdict:
@@ -393,7 +481,7 @@ def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: 
     of the unit that its question did not: `nothing_beyond_question`) is sure a "correct" is not:
     then "incorrect", stage "guard", the guard's finding and the judge's reason kept. Either way the judge's
     P(correct) is kept as it gave it."""
-    why = " ".join(str(reason).split())
+    why = " ".join(str(reason).split()) if reason is not None else None
     guard = None
     if guards and verdict == "correct":
         excerpt, fact = job.pending.excerpt, job.unit.description
@@ -401,7 +489,7 @@ def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: 
     if verdict == "correct" and guard is not None:
         update = {
             "verdict": "incorrect",
-            "reason": f"{guard.method}: {guard.detail} (the judge said correct: {why})",
+            "reason": f"{guard.method}: {guard.detail} (the judge said correct{f': {why}' if why else ''})",
             "stage": "guard",
             "p_correct": p_correct,
         }
@@ -423,21 +511,25 @@ def new_evidence(unit: KnowledgeUnit) -> str:
 
 
 async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]) -> dict[str, UnitVerdict]:
-    """Stage 2: one `reckon_verdict` item per job; a job stage 1 settled is uncovered without a call.
+    """Stage 2: one `reckon_verdict` item per job; a job stage 1 settled is uncovered without a call, and a
+    job with the stage-1 call's verdict (`given`, with_extract) takes it (through the guards) without one.
     Returns the verdicts given, by key: stage 1's first, then the judge's, each in job order."""
     cfg = ctx.settings
     judge = ctx.role("judge")
-    settled = [j for j in jobs if j.uncovered is not None]
-    to_judge = [j for j in jobs if j.uncovered is None]
+    settled = [j for j in jobs if j.uncovered is not None or j.given is not None]
+    to_judge = [j for j in jobs if j.uncovered is None and j.given is None]
+    batched = cfg.judge_mode in ("cluster", "with_extract")  # with_extract: realigned units only
     replies: dict[str, UnitReply | Failure] = {}
-    if cfg.judge_mode == "cluster":
+    if batched:
         replies = await _judge_clusters(ctx, round_no, to_judge)
 
     async def judge_unit(job: JudgeJob) -> UnitVerdict:
         if job.uncovered is not None:
             update = {"verdict": "uncovered", "reason": job.uncovered, "stage": "extract"}
             return job.pending.model_copy(update=update)
-        if cfg.judge_mode == "cluster":
+        if job.given is not None:
+            return _verdict(job, job.given[0], None, cfg.guards, job.given[1])
+        if batched:
             reply = replies[job.key]
             if isinstance(reply, Failure):
                 raise StepError(reply.message, cause=reply.cause)
@@ -463,7 +555,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         return _verdict(job, c.parsed["verdict"], c.parsed["reason"], cfg.guards, p)
 
     outcomes = await ctx.map(
-        f"reckon round {round_no}: " + ("verdicts" if cfg.judge_mode == "cluster" else "judging"),
+        f"reckon round {round_no}: " + ("verdicts" if batched else "judging"),
         settled + to_judge,
         judge_unit,
         key=lambda j: j.key,
@@ -486,8 +578,14 @@ async def _judge_clusters(
     groups: dict[str, list[JudgeJob]] = {}
     for j in jobs:
         groups.setdefault(j.pending.answer_key, []).append(j)
+    mode = ["with_extract"] if cfg.judge_mode == "with_extract" else []  # there: realigned units only
     batches = [
-        (work_key("rvc", akey, [j.pending.unit_id for j in group], version, judge.provider.identity()), group)
+        (
+            work_key(
+                "rvc", akey, [j.pending.unit_id for j in group], version, judge.provider.identity(), *mode
+            ),
+            group,
+        )
         for akey, group in groups.items()
     ]
 

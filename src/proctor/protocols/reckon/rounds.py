@@ -300,7 +300,8 @@ async def run_rounds(
                 for u in job.units:
                     selected[f"{job.answer_key}|{u.unit_id}"] = extracted[job.key]
 
-        # Stage 2: judging (units with sentences selected); units with none are uncovered without a call.
+        # Stage 2: judging (units with sentences selected); units with none are uncovered without a call, and
+        # with `judge_mode: with_extract` units keep the stage-1 call's verdict (realigned ones are judged).
         judge_jobs = []
         for akey, a in answers.items():
             for u in targets[akey]:
@@ -319,7 +320,9 @@ async def run_rounds(
                     sentence_ids=ids,
                 )
                 settled = None if ids else NO_SENTENCE
-                judge_jobs.append(JudgeJob(verdict_key(ctx, akey, uid), draft, u, settled, a.question))
+                given = ex.verdict_for(uid) if ids else None  # with_extract: the stage-1 call's verdict
+                key = verdict_key(ctx, akey, uid)
+                judge_jobs.append(JudgeJob(key, draft, u, settled, a.question, given))
         verdicts = await run_judging(ctx, round_no, judge_jobs)
         all_verdicts.update(verdicts)
 
