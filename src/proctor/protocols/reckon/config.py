@@ -121,12 +121,14 @@ class Config(BaseModel):
         "while another sentence restates it (and no other unit of the cluster) gets that sentence instead, "
         "recorded as realigned (a small extractor can shift its picks by one across a cluster)",
     )
-    judge_mode: Literal["cluster", "unit", "with_extract"] = Field(
-        "cluster",
-        description="stage 2: one call per answer and cluster judging each of its excerpts against its own "
-        "reference (one JSON field per unit), or one call per unit; with_extract (needs extract_mode "
+    judge_mode: Literal["with_extract", "cluster", "unit"] = Field(
+        "with_extract",
+        description="with_extract (needs extract_mode cluster; with extract_mode unit the default becomes "
         "cluster): the stage-1 call also gives each unit's verdict, and only units the embedding check "
-        "realigned get a stage-2 (cluster) call",
+        "realigned get a stage-2 (cluster) call — one call per answer (on 75 units of the method papers: "
+        "token ratio 0.44 against the per-unit baseline, two calls 0.62); cluster: a stage-2 call per answer "
+        "judging each excerpt against its own reference (one JSON field per unit, with a reason); unit: "
+        "one stage-2 call per unit",
     )
     judge_max_tokens: int = Field(
         200,
@@ -184,6 +186,8 @@ class Config(BaseModel):
                 f"max_cluster_size ({self.max_cluster_size}) must be at least target_cluster_size "
                 f"({self.target_cluster_size})"
             )
+        if self.extract_mode == "unit" and "judge_mode" not in self.model_fields_set:
+            self.judge_mode = "cluster"  # the default one-call mode needs cluster extraction
         if self.judge_mode == "with_extract" and self.extract_mode != "cluster":
             raise ValueError(
                 "judge_mode: with_extract needs extract_mode: cluster (got extract_mode: "
