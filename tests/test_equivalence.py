@@ -45,8 +45,13 @@ from proctor.judging.equivalence import decide, missing_quantities, nothing_beyo
         ("At 6.30am.", "06:30", "same_time"),
         ("quarter to seven in the evening", "18:45", "same_time"),
         ("at 9 pm", "21:00", "same_time"),
+        # The reference written out among other numbers, not hedged or negated just before.
+        ("The 2021 census counted 41,300 inhabitants, of whom 18,000 in the capital.", "41,300",
+         "contains_reference"),
+        ("Up to 480 passengers, along with 120 cars.", "up to 480", "contains_reference"),
+        ("It was 1923 — not 1936, when the office was created.", "1923", "contains_reference"),
     ],
-)
+)  # fmt: skip
 def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> None:
     decision = decide(answer, reference)
     assert decision is not None and decision.method == method
@@ -81,6 +86,10 @@ def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> Non
         ("half past seven", "06:30"),  # another time
         ("It does not leave at half past six.", "06:30"),  # negated
         ("It takes 6:30 hours.", "06:30"),  # a duration, not a time of day
+        ("Maybe 2017, maybe 2019; I can't say which.", "2017"),  # hedged between numbers
+        ("Possibly 1874, but I'd say 1847 is more likely.", "1874"),
+        ("Somewhere between 1880 and 1887.", "1887"),  # a range
+        ("It was 1888, not 1887.", "1887"),  # negated just before
         ("", "1887"),
     ],
 )

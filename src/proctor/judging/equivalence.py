@@ -8,6 +8,9 @@ LLM judge. No rule ever decides "incorrect".
 * `normalised_match` — equal after SQuAD/HotpotQA normalisation;
 * `contains_reference` — the normalised reference stands in the normalised answer as a whole phrase, not
   negated just before it, in an answer that does not offer alternatives ("X or Y");
+* `contains_reference` also for a short reference with digits written out word for word among other
+  numbers ("41,300 inhabitants, of whom 18,000 …" for "41,300"), unless the answer hedges ("maybe",
+  "possibly", "between") or offers alternatives;
 * `numeric_equivalent` — the reference is one quantity (digits, number words, fractions such as "one in
   four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number;
 * `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887");
@@ -147,6 +150,9 @@ class Quantity:
     unit: str | None  # normalised; "share" for fractions and percentages
 
 
+_HEDGED_AMONG_NUMBERS = re.compile(r"\b(?:between|maybe|possibly|perhaps|probably|likely|might)\b")
+
+
 def decide(answer: str, reference: str) -> RuleDecision | None:
     """ "correct" when a rule is sure (see the module docstring), else None: the LLM judges."""
     a, r = normalize_answer(answer), normalize_answer(reference)
@@ -185,6 +191,17 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
             and missing_part(answer, reference) is None  # "six rowers" for "six rowers and a steerer"
         ):
             return RuleDecision("numeric_equivalent", f"{q_r[0].value:g} {q_r[0].unit or ''}".strip())
+        # The reference written out word for word among other numbers ("41,300 inhabitants, of whom 18,000
+        # lived in the capital" for "41,300"): a short reference with its digits, not negated just before,
+        # in an answer that offers no alternatives, range or hedge ("Maybe 2017, maybe 2019").
+        if (
+            re.search(r"\d", reference)
+            and len(r.split()) <= _MAX_PART_WORDS
+            and _contains_phrase(a.split(), r.split())
+            and not _ALTERNATIVES.search(answer)
+            and not _HEDGED_AMONG_NUMBERS.search(a)
+        ):
+            return RuleDecision("contains_reference", r)
         return None
     if q_r:
         return None  # several quantities in the reference: the LLM weighs them
