@@ -352,15 +352,7 @@ async def run_extraction(
             messages = render_messages(
                 EXTRACT_JUDGE_PROMPT,
                 sentences=numbered(job.sentences),
-                units=[
-                    {
-                        "label": name,
-                        "keyword": u.keyword,
-                        "description": u.description,
-                        "evidence": new_evidence(u),
-                    }
-                    for name, u in zip(names, job.units, strict=True)
-                ],
+                units=unit_rows(names, job.units),
                 max_ids=most,
             )
             c = await judge.generate(
@@ -386,10 +378,7 @@ async def run_extraction(
             messages = render_messages(
                 EXTRACT_PROMPT,
                 sentences=numbered(job.sentences),
-                units=[
-                    {"label": name, "keyword": u.keyword, "description": u.description}
-                    for name, u in zip(names, job.units, strict=True)
-                ],
+                units=unit_rows(names, job.units),
                 max_ids=most,
             )
             c = await judge.generate(
@@ -501,6 +490,15 @@ def p_correct_of(readings: dict[str, dict[str, float]], field: str) -> float | N
     """P(correct) at one field's verdict (`verdict_distributions`), rounded as the shared judge's is."""
     dist = readings.get(field)
     return None if dist is None else round(dist["correct"], 4)
+
+
+def unit_rows(names: list[str], units: list[KnowledgeUnit]) -> list[dict[str, str]]:
+    """The units as the stage-1 prompts list them, each under its label (the plain extraction prompt does
+    not show the evidence)."""
+    return [
+        {"label": n, "keyword": u.keyword, "description": u.description, "evidence": new_evidence(u)}
+        for n, u in zip(names, units, strict=True)
+    ]
 
 
 def new_evidence(unit: KnowledgeUnit) -> str:
