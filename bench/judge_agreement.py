@@ -7,9 +7,10 @@ rules, the LLM judge(s) with the reference, the guards) and the one model-call p
 
 * ``1.5b``                 — the embedded 1.5B as plain LLM judge with the reference (reason, then verdict);
 * ``1.5b+rules``           — deterministic equivalence first (`proctor.judging.equivalence.decide`);
-* ``1.5b+rules+guard``     — plus the guards after an LLM "correct" (`equivalence.veto`);
-* ``1.5b+rules+guard+vo``  — the same with a verdict-only judge (no reason), its own verdict;
-* ``…+vo@T``               — verdict-only, "correct" when P(correct) from logprobs reaches T;
+* ``1.5b+rules+guard``     — plus the guards after an LLM "correct" (`equivalence.veto`), own verdict;
+* ``…+vo@T``               — verdict-only (no reason), "correct" when P(correct) from logprobs reaches T;
+* ``1.5b default``         — proctor's default: rules, guards, verdict-only, the threshold left to proctor
+  (`GUARDED_THRESHOLD`);
 * ``…+sc3``                — self-consistency: 3 samples at temperature 0.7, majority;
 * ``1.5b&0.5b…``           — an ensemble of both embedded judges;
 * ``0.5b`` / ``0.5b+rules+guard`` — the embedded 0.5B.
@@ -40,23 +41,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proctor.judging.equivalence import veto
-from proctor.judging.llm import JudgeStyle
+from proctor.judging.equivalence import GUARD_METHODS, veto
+from proctor.judging.llm import OWN_VERDICT, JudgeStyle
 from proctor.metaeval.agreement import agreement
 from proctor.models import get_model
 from proctor.models.base import Model
 from proctor.protocols.shared.answers import AnswerItem
-from proctor.protocols.shared.judges import Combine, Panel, judge_answer
+from proctor.protocols.shared.judges import GUARDED_THRESHOLD, Combine, Panel, judge_answer
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "judge_labels.jsonl"
 # Verdicts that took a model call: the LLM(s), and the guards that overrule their "correct".
-GUARD_METHODS = ("reference_quantity_missing", "reference_term_missing", "alternatives_listed")
 CACHE_HIT_S = 0.3
 M15, M05 = "local/qwen2.5-coder-1.5b", "local/qwen2.5-coder-0.5b"
-VO = JudgeStyle(verdict_only=True)
-# The verdict-only threshold of proctor's default judge, chosen on the tuning half (see the sweep).
-TUNED = 0.3
+VO = JudgeStyle(verdict_only=True)  # threshold unset: proctor's default for a guarded judge with reference
+TUNED = GUARDED_THRESHOLD
+DEFAULT = f"1.5b default (rules+guard+vo@{GUARDED_THRESHOLD})"
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,15 @@ class JudgeConfig:
 CONFIGS = [
     JudgeConfig("1.5b", (M15,), rules=False, guard=False),
     JudgeConfig("1.5b+rules", (M15,), rules=True, guard=False),
-    JudgeConfig("1.5b+rules+guard", (M15,), rules=True, guard=True),
-    JudgeConfig("1.5b+rules+guard+vo", (M15,), rules=True, guard=True, style=VO),
+    JudgeConfig("1.5b+rules+guard", (M15,), rules=True, guard=True, style=JudgeStyle(threshold=OWN_VERDICT)),
     JudgeConfig(
-        f"1.5b+rules+guard+vo@{TUNED}", (M15,), True, True, JudgeStyle(verdict_only=True, threshold=TUNED)
+        f"1.5b+rules+guard+vo@{OWN_VERDICT}",
+        (M15,),
+        True,
+        True,
+        JudgeStyle(verdict_only=True, threshold=OWN_VERDICT),
     ),
+    JudgeConfig(DEFAULT, (M15,), rules=True, guard=True, style=VO),
     JudgeConfig(
         f"1.5b+rules+guard+vo@{TUNED}+sc3",
         (M15,),
@@ -193,7 +197,11 @@ def sweep(
             if (r["method"].startswith("llm") or r["method"] in GUARD_METHODS) and r["p_correct"] is not None:
                 v = "correct" if r["p_correct"] >= t else "incorrect"
                 it = by_id[key]
-                if v == "correct" and guards and veto(it["answer"], it["reference"]) is not None:
+                if (
+                    v == "correct"
+                    and guards
+                    and veto(it["answer"], it["reference"], it["question"]) is not None
+                ):
                     v = "incorrect"
             redone[key] = {**r, "verdict": v}
         tune = scores([it for it in items if int(it["id"][1:]) % 2 == 1], redone)

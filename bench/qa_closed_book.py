@@ -7,8 +7,10 @@ configurations on one call cache — questions and answers are generated once:
 
 * ``plain``    — the LLM judge with the reference alone, reason first (proctor before issue 17);
 * ``rules+guards, reason first`` — deterministic equivalence rules first, guards after a "correct";
-* ``default``  — proctor's qa default: rules, guards, a verdict-only judge at P(correct) >= 0.5;
-* ``default at threshold 0.3`` — the same judge calls, "correct" from P(correct) >= 0.3;
+* ``default``  — proctor's qa default: rules, guards, a verdict-only judge at P(correct) >= 0.3
+  (`GUARDED_THRESHOLD`);
+* ``default at threshold 0.5`` — the same judge calls, "correct" from P(correct) >= 0.5 (the judge's own
+  verdict, the default before the name guards);
 * ``default+sc5`` — the default plus self-consistency (5 samples at temperature 0.7), with ``--sc``.
 
 For each configuration and candidate: the share judged correct with its interval, the methods that
@@ -46,7 +48,7 @@ def variants(with_sc: bool) -> dict[str, dict[str, Any]]:
         "plain": {"equivalence_rules": False, "guards": False, "judge_panel": REASON_FIRST},
         "rules+guards, reason first": {"judge_panel": REASON_FIRST},
         "default": {},
-        "default at threshold 0.3": {"judge_panel": {"threshold": 0.3}},
+        "default at threshold 0.5": {"judge_panel": {"threshold": 0.5}},
     }
     if with_sc:
         out["default+sc5"] = {"judge_panel": {"samples": 5, "temperature": 0.7}}

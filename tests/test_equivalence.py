@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import decide, missing_quantities, nothing_beyond_question, quantities, veto
+from proctor.judging.equivalence import (
+    decide,
+    missing_quantities,
+    name_missing,
+    nothing_beyond_question,
+    other_name,
+    quantities,
+    veto,
+)
 
 
 @pytest.mark.parametrize(
@@ -50,6 +58,22 @@ from proctor.judging.equivalence import decide, missing_quantities, nothing_beyo
          "contains_reference"),
         ("Up to 480 passengers, along with 120 cars.", "up to 480", "contains_reference"),
         ("It was 1923 — not 1936, when the office was created.", "1923", "contains_reference"),
+        # Temperatures across scales; spans in several units; a rate's "a year"; idioms for numbers.
+        ("About 212 °F.", "100 °C", "numeric_equivalent"),
+        ("roughly 50 degrees Fahrenheit", "10 °C", "numeric_equivalent"),
+        ("A day and five hours.", "29 hours", "numeric_equivalent"),
+        ("41.5 minutes", "41 minutes 30 seconds", "numeric_equivalent"),
+        ("It takes nine and a half hours.", "9 h 30 min", "numeric_equivalent"),
+        ("an hour and a half", "90 minutes", "numeric_equivalent"),
+        ("38 cm a year, most of it in autumn.", "380 millimetres", "numeric_equivalent"),
+        ("Half a dozen years.", "six years", "numeric_equivalent"),
+        ("Biennially.", "every two years", "numeric_equivalent"),
+        ("Fortnightly.", "every 14 days", "numeric_equivalent"),
+        ("two decades", "20 years", "numeric_equivalent"),
+        # Several quantities, the same ones in the same order.
+        ("About 33 feet long and 10 feet wide.", "10 metres long and 3 metres wide", "numeric_equivalent"),
+        ("Whenever winds above 50 km/h or gusts above 80 km/h are forecast.",
+         "wind above 50 km/h or gusts above 80 km/h", "numeric_equivalent"),
     ],
 )  # fmt: skip
 def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> None:
@@ -91,6 +115,14 @@ def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> Non
         ("Somewhere between 1880 and 1887.", "1887"),  # a range
         ("It was 1888, not 1887.", "1887"),  # negated just before
         ("", "1887"),
+        ("About 200 °F.", "100 °C"),  # 93 °C: a wrong conversion
+        ("A day and seven hours.", "29 hours"),  # 31 hours
+        ("4.1 cm a year", "410 millimetres"),  # a tenth of it
+        ("It did not take nine and a half hours.", "9 h 30 min"),  # negated
+        ("every second month", "every two years"),  # months are not years
+        ("About 10 feet long and 33 feet wide.", "10 metres long and 3 metres wide"),  # in the other order
+        ("About 33 feet long.", "10 metres long and 3 metres wide"),  # one of two quantities
+        ("33 feet long, 10 feet wide and 7 feet high", "10 metres long and 3 metres wide"),  # one more
     ],
 )
 def test_negative_cases_go_to_the_llm(answer: str, reference: str) -> None:
@@ -249,6 +281,16 @@ def test_veto_is_sure_or_silent(answer: str, reference: str, method: str | None)
         # A sentence stating a fact with side numbers is not a several-number answer.
         ("It was melted at 1,420 degrees.", "The batch is melted at 1420 °C for ten hours.", None),
         ("91 degrees", "91 °C, not 100 °C", None),  # the other number is a contrast
+        # A part stated as the same quantity in another unit is there; a missing part still is not.
+        ("A fortnight sailing round the island.", "around the island, for two weeks", None),
+        ("A fortnight in port.", "around the island, for two weeks", "reference_part_missing"),
+        # A reference that is itself a choice: an answer naming the same choice offers no alternatives.
+        ("Either winds above 50 km/h or gusts above 80 km/h.", "wind above 50 km/h or gusts above 80 km/h",
+         None),
+        # The right amount in a currency the reference does not use.
+        ("$12 each way.", "12 skell", "reference_quantity_missing"),
+        ("About 12 euros.", "12 skell", "reference_quantity_missing"),
+        ("12 skell each way.", "12 skell", None),
     ],
 )  # fmt: skip
 def test_guards_for_partial_answers(answer: str, reference: str, method: str | None) -> None:
@@ -284,3 +326,44 @@ QUESTION = (
 def test_nothing_beyond_the_question(answer: str, reference: str, vetoed: bool) -> None:
     decision = nothing_beyond_question(answer, reference, QUESTION)
     assert (decision is not None) == vetoed
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "question", "method"),
+    [
+        # A confident guess that names something else: the question does not give it, the reference's
+        # words are absent.
+        ("The capital is Bramholt.", "Orrinsford", "Which town is the capital?", "other_name"),
+        ("Bramholt.", "Orrinsford", "Which town is the capital?", "other_name"),  # a bare name opens it
+        ("The ferry is run by North Sea Lines.", "the state ferry company of Teskavar",
+         "Who runs the Sellin ferry?", "other_name"),
+        # The question asks for a name; the answer describes instead, or names nothing of the reference.
+        ("The warden is the head of the fog service.", "Hanne Cortwell",
+         "What is the name of the current Fog Warden?", "reference_name_missing"),
+        ("It is called the krone.", "skell", "What is the currency called?", "reference_name_missing"),
+        ("They are the town's water stores.", "the Hundred Cisterns", "What are the cisterns called?",
+         "reference_name_missing"),
+        # Negative cases: the reference's name is there, or the answer describes without naming another
+        # and the question does not ask for the name.
+        ("It is called skell.", "skell", "What is the currency called?", None),
+        ("Cortwell — Hanne, I think.", "Hanne Cortwell", "What is the name of the current Fog Warden?",
+         None),
+        ("The largest town, on the south coast.", "Orrinsford", "Which town is the capital?", None),
+        ("The island's only research body, in the capital.", "the Orrinsford Institute",
+         "Which organisation measured it?", None),
+        ("It is the Orrinsford Institute, near Dunmere Quay.", "the Orrinsford Institute",
+         "Which organisation measured it?", None),
+        ("Every two years, in June.", "every two years", "How often does the Midfell choir meet?", None),
+    ],
+)  # fmt: skip
+def test_name_guards(answer: str, reference: str, question: str, method: str | None) -> None:
+    decision = veto(answer, reference, question)
+    assert (decision.method if decision else None) == method
+    # Without the question the name guards do not run: they cannot tell what the question gave away.
+    without = veto(answer, reference)
+    assert without is None or without.method not in ("other_name", "reference_name_missing")
+    if method == "reference_name_missing":
+        not_asked = question.replace("the name of ", "").replace("called", "like")
+        assert name_missing(answer, reference, not_asked) is None
+    if method == "other_name":
+        assert other_name(answer, reference, f"{question} {answer}") is None  # the question gave it

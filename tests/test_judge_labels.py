@@ -1,4 +1,4 @@
-"""The judge-agreement sets (bench/data/judge_labels.jsonl and the held-out judge_labels_heldout.jsonl,
+"""The judge-agreement sets (bench/data/judge_labels.jsonl and the held-out judge_labels_heldout*.jsonl,
 issue 17): well-formed, balanced, grounded in the sample corpus."""
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "bench" / "data" / "judge_labels.jsonl"
 HELDOUT = ROOT / "bench" / "data" / "judge_labels_heldout.jsonl"
 # Per file: id prefix, fewest items, fewest items per case.
-SETS = {LABELS: ("j", 110, 6), HELDOUT: ("h", 80, 4)}
+SETS = {
+    LABELS: ("j", 110, 6),
+    HELDOUT: ("h", 80, 4),
+    **{
+        ROOT / "bench" / "data" / f"judge_labels_heldout{n}.jsonl": (p, 80, 3)
+        for n, p in ((2, "k"), (3, "m"), (4, "n"))
+    },
+}
 CORPUS = ROOT / "src" / "proctor" / "data" / "sample_corpus"
 
 FIELDS = {"id", "question", "reference", "answer", "label", "case", "note"}

@@ -255,10 +255,10 @@ def test_f1_of_two_empty_normalisations_is_zero_as_in_hotpotqa() -> None:
 
 # --- verdict probability, self-consistency, ensembles -----------------------------------------------
 
-from proctor.judging.llm import JudgeStyle, verdict_probability  # noqa: E402
+from proctor.judging.llm import OWN_VERDICT, JudgeStyle, verdict_probability  # noqa: E402
 from proctor.models import RawReply, TokenLogprob, Usage  # noqa: E402
 from proctor.protocols.shared.answers import AnswerItem  # noqa: E402
-from proctor.protocols.shared.judges import Panel, judge_answer  # noqa: E402
+from proctor.protocols.shared.judges import GUARDED_THRESHOLD, Panel, judge_answer  # noqa: E402
 
 
 def _verdict_tokens(verdict: str, lp_correct: float, lp_incorrect: float) -> list[TokenLogprob]:
@@ -386,3 +386,25 @@ async def test_threshold_decides_from_the_probability_and_verdict_only_asks_for_
     assert list(schemas[-1]["properties"]) == ["verdict"]  # type: ignore[call-overload]
     lenient = Panel((model,), style=JudgeStyle(verdict_only=True, threshold=0.6))
     assert (await judge_answer(_answer(), kind="with_reference", model=lenient)).verdict == "correct"
+
+
+async def test_a_guarded_judge_with_reference_credits_from_the_lower_threshold_only() -> None:
+    """P(correct) 0.4: "correct" for the judge with reference when the guards stand behind it
+    (`GUARDED_THRESHOLD`), the judge's own verdict everywhere else and when a threshold is configured."""
+    register_script("judge-04", lambda m, p: _judge_reply("incorrect", 0.4))
+    model = get_model("scripted/judge-04", cache=False)
+    panel = Panel((model,), style=JudgeStyle(verdict_only=True))
+    a = _answer("It is the Ostrel.", "the Ostrel Current")
+    assert GUARDED_THRESHOLD < 0.4 < OWN_VERDICT
+    guarded = await judge_answer(a, kind="with_reference", model=panel, guards=True)
+    assert guarded.verdict == "correct" and guarded.data is not None
+    assert guarded.data["p_correct"] == pytest.approx(0.4, abs=1e-3)
+    assert (await judge_answer(a, kind="with_reference", model=panel)).verdict == "incorrect"
+    assert (await judge_answer(a, kind="without_reference", model=panel, guards=True)).verdict == "incorrect"
+    own = Panel((model,), style=JudgeStyle(verdict_only=True, threshold=OWN_VERDICT))
+    assert (await judge_answer(a, kind="with_reference", model=own, guards=True)).verdict == "incorrect"
+    # The lower threshold is safe because the guards veto what it would wrongly credit: a guessed name.
+    guess = _answer("The Marrow Current.", "the Ostrel Current")
+    vetoed = await judge_answer(guess, kind="with_reference", model=panel, guards=True)
+    assert vetoed.verdict == "incorrect" and vetoed.data is not None
+    assert vetoed.data["method"] == "reference_term_missing"

@@ -12,28 +12,42 @@ LLM judge. No rule ever decides "incorrect".
   numbers ("41,300 inhabitants, of whom 18,000 …" for "41,300"), unless the answer hedges ("maybe",
   "possibly", "between") or offers alternatives;
 * `numeric_equivalent` — the reference is one quantity (digits, number words, fractions such as "one in
-  four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number;
+  four" or "a quarter", percentages, a unit) and the answer states that quantity and no other number; or
+  the reference states several and the answer the same ones in the same order and no other ("about 39
+  feet wide by 13 feet high" for "12 metres wide and 4 metres high");
 * `same_date` — the same day, month and year written differently ("12 March 1887" = "March 12, 1887");
 * `same_time` — the same time of day ("06:30" = "half past six in the morning"; without am/pm either
   reading counts);
 * `same_ratio` — the terms of a ratio reference in order ("6 : 2 : 1").
 
-Quantities convert between units of one dimension (length, area, mass, volume, spans of time; 2 %
-rounding allowed); multi-word units ("square feet", "US gallons") and hyphens ("a two-week voyage") are
-read first. A plain "gallon" does not convert: US and imperial gallons differ by a fifth.
+Quantities convert between units of one dimension (length, area, mass, volume, spans of time, months to
+centuries; 2 % rounding allowed) and between °C and °F (0.3 °C: a whole °F of rounding); multi-word units
+("square feet", "US gallons"), hyphens ("a two-week voyage"), spans in several units ("a day and seven
+hours" = 31 h, "nine and a half hours"), idioms ("half a dozen", "biennially", "fortnightly") and a rate's
+"a year" ("41 cm a year" is one quantity) are read first. A plain "gallon" does not convert: US and
+imperial gallons differ by a fifth.
 
 Guards run *after* an LLM judge said "correct", and only ever turn that into "incorrect" (`veto`), each
 only when sure. A small judge credits confident guesses and near misses; these catch the sure cases:
 
 * `reference_quantity_missing` (`missing_quantities`) — the reference states numbers and the answer
   cannot state them: it states no number in any form, another year, or another number in the same unit
-  ("the temperature is lower there" for "91 °C"; "1578" for "1587");
+  ("the temperature is lower there" for "91 °C"; "1578" for "1587"), or the right number in a currency
+  the reference does not use ("€64" for "64 skell");
 * `reference_term_missing` — a short reference without numbers (a name or term of at most three content
   words) of which the answer has some words or a near spelling but not all ("Maren Oakhill" for "Maren
   Oakhalt") or another word in a missing word's place ("the fog months" for "the grey months"); an answer
   with none of its words, or that says a missing word otherwise ("water from the sea" for "seawater",
   "from the west" for "westerly") or drops it, is left to the LLM (a paraphrase: "no charge" for "free");
-* `alternatives_listed` — the answer offers alternatives ("Dunmere, Orrinsford or Kettle Point");
+* `reference_part_missing` (`missing_part`) — the reference lists short items and the answer has no word
+  or quantity of one of them ("six rowers" for "six rowers and a steerer");
+* `alternatives_listed` — the answer offers alternatives ("Dunmere, Orrinsford or Kettle Point") where
+  the reference does not itself state a choice;
+* `reference_name_missing` (`name_missing`, with the question) — the question asks what something is
+  named or called and the answer has no word of the reference's name;
+* `other_name` (with the question) — the reference is a name, the answer has none of its words beyond
+  the question and names something else ("The capital of Teskavar is Tashkent." for "Orrinsford"): the
+  confident guesses a small judge credits;
 * `nothing_beyond_question` (`nothing_beyond_question`, where the question is known: RECKON's unit
   judging) — the answer has no word or number of the reference beyond what the question gave.
 """
@@ -59,10 +73,12 @@ _UNITS = {
     "t": "t", "tonne": "t", "tonnes": "t", "ton": "t", "tons": "t",
     "l": "l", "litre": "l", "litres": "l", "liter": "l", "liters": "l",
     "c": "°c", "°c": "°c", "celsius": "°c", "degrees": "°", "degree": "°",
+    "f": "°f", "°f": "°f", "fahrenheit": "°f",
     "h": "h", "hour": "h", "hours": "h", "min": "min", "minute": "min", "minutes": "min",
     "s": "s", "second": "s", "seconds": "s", "day": "day", "days": "day", "week": "week", "weeks": "week",
     "fortnight": "fortnight", "fortnights": "fortnight",
     "year": "year", "years": "year", "month": "month", "months": "month",
+    "decade": "decade", "decades": "decade", "century": "century", "centuries": "century",
     "mile": "mile", "miles": "mile", "ft": "ft", "foot": "ft", "feet": "ft",
     "yard": "yd", "yards": "yd", "yd": "yd", "inch": "in", "inches": "in",
     "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "oz": "oz", "ounce": "oz", "ounces": "oz",
@@ -98,6 +114,9 @@ _CONVERT = {
     "impgal": ("volume", 4.54609),
     "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
     "week": ("time", 604800.0), "fortnight": ("time", 1209600.0),
+    # Calendar spans convert among themselves exactly, not into days (a month's length varies).
+    "month": ("calendar", 1.0), "year": ("calendar", 12.0), "decade": ("calendar", 120.0),
+    "century": ("calendar", 1200.0),
 }  # fmt: skip
 # How far two quantities in different units may differ after conversion: writers round converted values
 # ("340 km" is 211.3 miles, written "211 miles").
@@ -110,6 +129,13 @@ _UNIT_PHRASES = [
     (re.compile(r"\b(?:square|sq\.?)\s+(?:feet|foot|ft)\b|\bft(?:²|\^2)"), " sqft"),
     (re.compile(r"\b(?:us|u\.s\.|american)\s+gallons?\b"), " usgal"),
     (re.compile(r"\b(?:imperial|uk|british)\s+gallons?\b"), " impgal"),
+    (re.compile(r"(?:°\s*|\bdegrees?\s+)(?:c\b|celsius\b|centigrade\b)"), " °c"),
+    (re.compile(r"(?:°\s*|\bdegrees?\s+)(?:f\b|fahrenheit\b)"), " °f"),
+    # Spans written as one word or an idiom.
+    (re.compile(r"\bhalf\s+a\s+dozen\b"), " 6 "),
+    (re.compile(r"\bbiennial(?:ly)?\b"), " every 2 years"),
+    (re.compile(r"\btriennial(?:ly)?\b"), " every 3 years"),
+    (re.compile(r"\bfortnightly\b"), " once a fortnight"),
 ]
 # "a two-week voyage", "a 12-metre boat", "two-thirds": the hyphen between a number and its unit or
 # fraction is a space ("thirty-eight" keeps its hyphen).
@@ -204,7 +230,18 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
             return RuleDecision("contains_reference", r)
         return None
     if q_r:
-        return None  # several quantities in the reference: the LLM weighs them
+        # Several quantities: the answer states the same ones in the same order and no other ("about 39
+        # feet wide by 13 feet high" for "12 metres wide and 4 metres high"); else the LLM weighs them.
+        q_a = quantities(answer)
+        if (
+            len(q_a) == len(q_r)
+            and all(_same(x, y) for x, y in zip(q_a, q_r, strict=True))
+            and not _negated_anywhere(normalize_answer(_NOT_NEGATIONS.sub(" ", answer)))
+            and missing_part(answer, reference) is None
+        ):
+            shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r)
+            return RuleDecision("numeric_equivalent", shown)
+        return None
     if _contains_phrase(a.split(), r.split()) and not _ALTERNATIVES.search(answer):
         return RuleDecision("contains_reference", r)
     return None
@@ -283,7 +320,7 @@ def _plain_quantities(text: str) -> list[Quantity]:
 # What a unit measures. A reference whose every quantity has a dimension here needs an answer that states
 # something of that dimension, in any form ("half an hour", "a fortnight", "degrees", "miles").
 _DIMENSION = {
-    "°c": "temperature", "°": "temperature",
+    "°c": "temperature", "°f": "temperature", "°": "temperature", "decade": "time", "century": "time",
     "m": "length", "km": "length", "cm": "length", "mm": "length", "mile": "length", "ft": "length",
     "kg": "mass", "g": "mass", "t": "mass", "lb": "mass", "oz": "mass", "yd": "length", "in": "length",
     "l": "volume", "ml": "volume", "usgal": "volume", "impgal": "volume",
@@ -309,6 +346,11 @@ def _answer_dimensions(answer: str) -> set[str]:
     return found
 
 
+# A currency the answer names with its sign or word; a reference in another (or the corpus's own) currency
+# is not the same amount ("€64" for "64 skell").
+_CURRENCY = re.compile(r"[€$£¥]|\b(?:euros?|dollars?|pounds? sterling|yen|usd|eur|gbp)\b", re.IGNORECASE)
+
+
 def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     """The guard after an LLM "correct": a decision (meaning "incorrect") only when the answer cannot state
     the reference's numbers — it states no number in any form (no digit, number word, fraction or span), or
@@ -320,6 +362,12 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     if not wanted or (_clock_times(reference) and _clock_times(answer)):  # "half past six" for 06:30
         return None
     have = _all_numbers(answer)
+    money = _CURRENCY.search(answer)
+    if money and not _CURRENCY.search(reference) and _all_numbers(reference) & have:
+        return RuleDecision(
+            "reference_quantity_missing",
+            f"the answer gives the amount in {money[0]}, the reference in another unit",
+        )
     if _all_numbers(reference) & have:
         lacking = sorted(v for v in wanted if v not in have)
         ref_q = _plain_quantities(reference)
@@ -444,7 +492,7 @@ _MAX_PHRASE_WORDS = 12
 _NEGATED_NUMBER = re.compile(
     r"\b(?:not|never|rather than|instead of)\s+(?:at\s+|the\s+)?[\d\w]", re.IGNORECASE
 )
-_PART_SEPARATORS = re.compile(r"(?<!\d),(?!\d)|;|\band\b|\bthen\b|\bplus\b", re.IGNORECASE)
+_PART_SEPARATORS = re.compile(r"(?<!\d),(?!\d)|;|\band\b(?!\s+a\s+half\b)|\bthen\b|\bplus\b", re.IGNORECASE)
 _MAX_PART_WORDS = 4
 
 
@@ -464,12 +512,21 @@ def missing_part(answer: str, reference: str) -> RuleDecision | None:
     if len(raw_parts) < 2 or any(len(words) > _MAX_PART_WORDS for _, words in raw_parts):
         return None
     numbers = _all_numbers(answer)
+    stated = quantities(answer)
+
+    def stated_in_answer(raw: str) -> bool:
+        """The part's numbers are there as written ("12 metres wide" in "12 m by 4 m") or as the same
+        quantity ("a fortnight" for "for two weeks")."""
+        if stated_numbers(raw) and stated_numbers(raw) <= numbers:
+            return True
+        own = quantities(raw)
+        return bool(own) and all(any(_same(q, mine) for q in stated) for mine in own)
+
     parts = [
         # Numbers and units are the other guard's business.
         [w for w in words if not re.fullmatch(r"[\d.]+", w) and w not in _UNITS]
         for raw, words in raw_parts
-        # A part whose numbers the answer states is there ("12 metres wide" in "12 m by 4 m").
-        if not (stated_numbers(raw) and stated_numbers(raw) <= numbers)
+        if not stated_in_answer(raw)
     ]
     parts = [p for p in parts if p]
     have = _content_words(answer)
@@ -520,17 +577,152 @@ def nothing_beyond_question(answer: str, reference: str, question: str) -> RuleD
     )
 
 
-def veto(answer: str, reference: str) -> RuleDecision | None:
+# The methods a guard records when it overrules an LLM "correct".
+GUARD_METHODS = (
+    "reference_quantity_missing",
+    "reference_term_missing",
+    "reference_part_missing",
+    "alternatives_listed",
+    "other_name",
+    "reference_name_missing",
+    "nothing_beyond_question",
+)
+# Capitalised words that are not names: articles, pronouns and the like that open a sentence.
+_NOT_NAMES = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "they",
+        "he",
+        "she",
+        "we",
+        "you",
+        "i",
+        "there",
+        "here",
+        "in",
+        "on",
+        "at",
+        "of",
+        "to",
+        "by",
+        "for",
+        "from",
+        "with",
+        "yes",
+        "no",
+        "not",
+        "each",
+        "every",
+        "about",
+        "around",
+        "roughly",
+        "approximately",
+        "maybe",
+        "perhaps",
+        "probably",
+        "possibly",
+        "whenever",
+        "when",
+        "if",
+        "as",
+        "and",
+        "but",
+        "or",
+    ]
+)
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n(•*\-–—]\s*|\"\s*)$")
+_QUESTION_ASKS_NAME = re.compile(r"\b(?:name[ds]?|called|who|whom|whose)\b", re.IGNORECASE)
+_MAX_FRAGMENT_WORDS = 3  # an answer this short is a bare name: its first word counts too ("Tashkent.")
+
+
+def _names(text: str, *, all_capitalised: bool = False) -> set[str]:
+    """Stems of the names a text uses: capitalised words that do not open a sentence (every capitalised
+    word with `all_capitalised`, or in a bare fragment), and quoted phrases."""
+    fragment = all_capitalised or len(text.split()) <= _MAX_FRAGMENT_WORDS
+    out: set[str] = set()
+    for m in re.finditer(r"\b[A-Z][\w'’-]*", text):
+        word = m[0].lower().split("'")[0].split("’")[0]
+        if word in _NOT_NAMES or len(word) < 2:
+            continue
+        if fragment or not _SENTENCE_START.search(text[: m.start()]):
+            out |= {_stem(w) for w in word.split("-") if w}
+    for m in re.finditer(r"[\"“]([^\"”]{2,40})[\"”]", text):
+        out |= {_stem(w) for w in _content_words(m[1])}
+    return out
+
+
+def other_name(answer: str, reference: str, question: str) -> RuleDecision | None:
+    """`other_name`: the reference is a name (a capitalised word the question did not give, or the
+    question asks for a name: "What is the name of the currency?" — "skell"), the answer has none of the
+    reference's words beyond the question, and it names something the question and the reference do not
+    ("The capital of Teskavar is Tashkent." for "Orrinsford"): a confident guess, however fluent. An answer
+    that describes the referent without naming another ("the only research institute" for "the Orrinsford
+    Institute") is left to the LLM."""
+    asked = _names(question, all_capitalised=True) | {_stem(w) for w in _content_words(question)}
+    ref_names = _names(reference, all_capitalised=True) - asked
+    if not ref_names and not _QUESTION_ASKS_NAME.search(question):
+        return None
+    wanted = (_informative(reference) | ref_names) - _informative(question) - asked
+    have = {_stem(w) for w in _content_words(answer)}
+    if not wanted or wanted & have:
+        return None
+    other = _names(answer) - asked - {_stem(w) for w in _content_words(reference)}
+    if not other:
+        return None
+    said = [w for w in re.findall(r"[\w'’-]+", answer) if _stem(w.lower()) in other]
+    return RuleDecision(
+        "other_name", f"the answer names {', '.join(dict.fromkeys(said))}, not the reference's"
+    )
+
+
+_ASKS_FOR_THE_NAME = re.compile(r"\b(?:name[ds]?|called)\b", re.IGNORECASE)
+_MAX_NAME_WORDS = 4  # a reference this short, asked for by name, is the name itself ("skell")
+
+
+def name_missing(answer: str, reference: str, question: str) -> RuleDecision | None:
+    """`reference_name_missing`: the question asks what something is named or called, and the answer has
+    no word of the reference's name — its capitalised words the question did not give, or the whole of a
+    short reference ("skell"). A description is no answer to "what is it called" ("the leader of the Fog
+    Warden's team" for "Hanne Cortwell"); a near spelling is another name."""
+    if not _ASKS_FOR_THE_NAME.search(question):
+        return None
+    asked = _names(question, all_capitalised=True) | {_stem(w) for w in _content_words(question)}
+    name = _names(reference, all_capitalised=True) - asked
+    if not name and len(_content_words(reference)) <= _MAX_NAME_WORDS:
+        name = {_stem(w) for w in _content_words(reference)} - asked
+    if not name or name & {_stem(w) for w in _content_words(answer)}:
+        return None
+    return RuleDecision("reference_name_missing", "the question asks for a name; the answer does not give it")
+
+
+def veto(answer: str, reference: str, question: str = "") -> RuleDecision | None:
     """The guards after an LLM "correct" (module docstring): the first that is sure, meaning "incorrect";
-    None when the LLM's verdict stands."""
-    if re.search(r"\b(?:or|either)\b", answer, re.IGNORECASE) and not _negated_anywhere(
-        normalize_answer(answer)
+    None when the LLM's verdict stands. `other_name` needs the question."""
+    offers = re.compile(r"\b(?:or|either)\b", re.IGNORECASE)
+    # A reference that is itself a choice ("wind above 65 km/h or gusts above 90 km/h") wants one.
+    if (
+        offers.search(answer)
+        and not offers.search(reference)
+        and not _negated_anywhere(normalize_answer(answer))
     ):
         return RuleDecision("alternatives_listed", "the answer offers alternatives")
     return (
         missing_quantities(answer, reference)
         or missing_term(answer, reference)
         or missing_part(answer, reference)
+        or (
+            name_missing(answer, reference, question) or other_name(answer, reference, question)
+            if question
+            else None
+        )
     )
 
 
@@ -549,6 +741,9 @@ def _negated_anywhere(normalised: str) -> bool:
 
 
 def _same(a: Quantity, b: Quantity) -> bool:
+    if {a.unit, b.unit} == {"°c", "°f"}:  # a converted temperature, rounded to at most a whole °F
+        c = [q.value if q.unit == "°c" else (q.value - 32.0) * 5.0 / 9.0 for q in (a, b)]
+        return abs(c[0] - c[1]) <= 0.3
     if a.unit != b.unit and a.unit in _CONVERT and b.unit in _CONVERT:
         (dim_a, fa), (dim_b, fb) = _CONVERT[a.unit], _CONVERT[b.unit]
         x, y = a.value * fa, b.value * fb
@@ -562,14 +757,14 @@ def _same(a: Quantity, b: Quantity) -> bool:
 
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _QUANTITY = re.compile(
-    rf"(?P<num>{_NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°c|%|per cent|[a-z]+2\b|[a-z]+)?",
+    rf"(?P<num>{_NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°[cf]|%|per cent|[a-z]+2\b|[a-z]+)?",
     re.IGNORECASE,
 )
 # "one in four", "seven pieces in ten", "3 out of 5" (a lookahead: "about one in four" finds "one in four").
 _IN = re.compile(
     r"(?=\b(?P<full>(?P<a>\w+)(?:\s+(?P<what>[a-z]+))?\s+(?:in|out of)\s+(?P<b>\w+))\b)", re.IGNORECASE
 )
-_SPAN_UNITS = "minute|hour|day|week|fortnight|month|year"
+_SPAN_UNITS = "minute|hour|day|week|fortnight|month|year|decade|century"
 _FRACTION_WORDS = "|".join(sorted(_FRACTIONS, key=len, reverse=True))
 # "half an hour", "a third of an hour", "three quarters of a day", "within a week", "once a fortnight".
 _PART_OF_UNIT = re.compile(
@@ -586,37 +781,94 @@ def _number(word: str) -> float | None:
     return None if v is None else float(v)
 
 
+def _blank(t: str, start: int, end: int) -> str:
+    """The text with [start, end) spaced out: later patterns do not read it again, positions stay."""
+    return t[:start] + " " * (end - start) + t[end:]
+
+
+# One part of a span written in several units ("a day and seven hours", "9 hours 30 minutes").
+_SPAN_PART = re.compile(
+    rf"(?P<n>{_NUM}|an?|" + "|".join(w for w in _WORDS if " " not in w) + r")\s+"
+    r"(?P<u>days?|hours?|hrs?|h|minutes?|mins?|seconds?|secs?|s)\b"
+)
+_SPAN_JOIN = re.compile(r"\s*,?\s*(?:and\s+)?")
+_SPAN_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+# A rate's "per ..." after a quantity with its unit ("41 cm a year"): not a second quantity.
+_RATE = re.compile(
+    rf"(?<=\d)(?P<unit>\s*(?:[a-z]+|%|°[cf]))(?P<per>\s+(?:a|an|per|each)\s+(?:{_SPAN_UNITS})\b)"
+)
+
+
+# "nine and a half hours", "an hour and a half": the half joins the number.
+_AND_A_HALF = re.compile(
+    rf"\b(?P<n>{_NUM}|" + "|".join(w for w in _WORDS if " " not in w) + rf")\s+and\s+a\s+half\s+"
+    rf"(?P<u>(?:{_SPAN_UNITS})s?|[a-z]+)\b"
+    rf"|\ban?\s+(?P<u1>{_SPAN_UNITS})\s+and\s+a\s+half\b"
+)
+
+
+def _with_half(m: re.Match[str]) -> str:
+    """ "nine and a half hours" as "9.5 hours", padded to the same length."""
+    whole = 1.0 if m["u1"] else (_number(m["n"].replace(",", "")) or 0.0)
+    return f"{whole + 0.5:g} {m['u1'] or m['u']}".ljust(len(m[0]))
+
+
+def _span_chains(t: str) -> list[tuple[int, int, float]]:
+    """(start, end, seconds) of each span written in two or more units, largest first."""
+    parts = [
+        (m.start(), m.end(), _number(m["n"]) or 1.0, _SPAN_SECONDS[m["u"][0]]) for m in _SPAN_PART.finditer(t)
+    ]
+    chains: list[tuple[int, int, float]] = []
+    i = 0
+    while i < len(parts):
+        j = i
+        while (
+            j + 1 < len(parts)
+            and _SPAN_JOIN.fullmatch(t[parts[j][1] : parts[j + 1][0]])
+            and parts[j + 1][3] < parts[j][3]
+        ):
+            j += 1
+        if j > i:
+            chains.append((parts[i][0], parts[j][1], sum(n * unit for _, _, n, unit in parts[i : j + 1])))
+        i = j + 1
+    return chains
+
+
 def quantities(text: str) -> list[Quantity]:
-    """The quantities a text states: "one in four", fractions, number words, digits with scale and unit."""
-    t = _unit_text(text)
-    out: list[Quantity] = []
+    """The quantities a text states, in the order it states them: "one in four", fractions, number words,
+    digits with scale and unit, spans in several units ("a day and seven hours" = 31 h)."""
+    t = _RATE.sub(lambda m: m["unit"] + " " * len(m["per"]), _unit_text(text))
+    t = _AND_A_HALF.sub(_with_half, t)
+    found: list[tuple[int, Quantity]] = []
+    for start, end, secs in _span_chains(t):
+        found.append((start, Quantity(secs, "s")))
+        t = _blank(t, start, end)
     for m in _EVERY_OTHER.finditer(t):
-        out.append(Quantity(2.0, _UNITS[m["unit"]]))
-    t = _EVERY_OTHER.sub(" ", t)
+        found.append((m.start(), Quantity(2.0, _UNITS[m["unit"]])))
+        t = _blank(t, m.start(), m.end())
     for m in _PART_OF_UNIT.finditer(t):
-        out.append(Quantity(_FRACTIONS[m["frac"]] if m["frac"] else 1.0, _UNITS[m["unit"]]))
-    t = _PART_OF_UNIT.sub(" ", t)
+        found.append((m.start(), Quantity(_FRACTIONS[m["frac"]] if m["frac"] else 1.0, _UNITS[m["unit"]])))
+        t = _blank(t, m.start(), m.end())
     for m in list(_IN.finditer(t)):
         a, b = _number(m["a"]), _number(m["b"])
         if a is not None and b and (m["what"] is None or _number(m["what"]) is None):
-            out.append(Quantity(a / b, "share"))
-            t = t.replace(m["full"], " ")
+            found.append((m.start(), Quantity(a / b, "share")))
+            t = _blank(t, m.start("full"), m.end("full"))
     for phrase, v in sorted(_FRACTIONS.items(), key=lambda kv: -len(kv[0])):
-        if re.search(rf"\b{phrase}\b", t):
-            out.append(Quantity(v, "share"))
-            t = re.sub(rf"\b{phrase}\b", " ", t)
+        for m in re.finditer(rf"\b{phrase}\b", t):
+            found.append((m.start(), Quantity(v, "share")))
+            t = _blank(t, m.start(), m.end())
     for m in _QUANTITY.finditer(t):
         value = float(m["num"].replace(",", "")) * _SCALES.get((m["scale"] or "").lower(), 1.0)
         unit = _UNITS.get((m["unit"] or "").lower())
-        if unit == "%":
-            out.append(Quantity(value / 100.0, "share"))
-        else:
-            out.append(Quantity(value, unit))
+        found.append((m.start(), Quantity(value / 100.0, "share") if unit == "%" else Quantity(value, unit)))
     for word, v in _WORDS.items():
         for m in re.finditer(rf"\b{word}\b(?:\s+(?P<unit>[a-z%]+))?", t):
             unit = _UNITS.get((m["unit"] or "").lower())
-            out.append(Quantity(v / 100.0, "share") if unit == "%" else Quantity(float(v), unit))
-    return out
+            found.append(
+                (m.start(), Quantity(v / 100.0, "share") if unit == "%" else Quantity(float(v), unit))
+            )
+    return [q for _, q in sorted(found, key=lambda x: x[0])]
 
 
 _DATE_DMY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([a-z]+),?\s+(\d{3,4})\b", re.IGNORECASE)

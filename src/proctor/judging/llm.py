@@ -177,24 +177,26 @@ def _word(token: str) -> str:
     return token.strip(' \t\r\n"{}[]:,').lower()
 
 
+OWN_VERDICT = 0.5  # the threshold at which P(correct) gives the judge's own verdict
+
+
 @dataclass(frozen=True)
 class JudgeStyle:
     """How one judge model is asked. `samples > 1`: self-consistency at `temperature`. `verdict_only`: no
     reason, a few tokens. `threshold`: "correct" when P(correct) reaches it (where logprobs are given;
-    without them the judge's own verdict stands); 0.5 is the judge's own verdict."""
+    without them the judge's own verdict stands); 0.5 (`OWN_VERDICT`) is the judge's own verdict."""
 
     samples: int = 1
     temperature: float = DEFAULT_SAMPLE_TEMPERATURE
     verdict_only: bool = False
-    threshold: float = 0.5
+    threshold: float | None = None  # None: OWN_VERDICT, unless the caller knows better (guards behind it)
 
 
-# proctor's default judge style (`judge_panel` defaults): the verdict alone, decided by P(correct) >= 0.5 —
-# measured on bench/judge_agreement.py's labelled sets with the embedded 1.5B (bench/README.md). Without the
-# reason the small judge is less often talked out of a right answer with extra detail; a lower threshold
-# agrees a little more with the labels (0.3) but credits more confident guesses (bench/qa_closed_book.py),
-# so the default stays at the judge's own verdict.
-DEFAULT_STYLE = JudgeStyle(verdict_only=True, threshold=0.5)
+# proctor's default judge style (`judge_panel` defaults): the verdict alone — measured on
+# bench/judge_agreement.py's labelled sets with the embedded 1.5B (bench/README.md). Without the reason the
+# small judge is less often talked out of a right answer with extra detail. Its threshold is the judge's own
+# verdict; `proctor.protocols.shared.judges` lowers it where the equivalence guards stand behind the judge.
+DEFAULT_STYLE = JudgeStyle(verdict_only=True)
 
 
 async def _one(
@@ -210,7 +212,8 @@ async def _one(
     )
     parsed = completion.parsed
     p = verdict_probability(completion.logprobs)
-    verdict = str(parsed["verdict"]) if p is None else ("correct" if p >= style.threshold else "incorrect")
+    threshold = OWN_VERDICT if style.threshold is None else style.threshold
+    verdict = str(parsed["verdict"]) if p is None else ("correct" if p >= threshold else "incorrect")
     if style.verdict_only:
         reason = f"verdict only: {parsed['verdict']}" + (f", P(correct) {p:.3f}" if p is not None else "")
     else:

@@ -469,7 +469,8 @@ def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: 
     """The judge's verdict, unless a guard (`proctor.judging.equivalence.veto`, or the excerpt says nothing
     of the unit that its question did not: `nothing_beyond_question`) is sure a "correct" is not:
     then "incorrect", stage "guard", the guard's finding and the judge's reason kept. Either way the judge's
-    P(correct) is kept as it gave it."""
+    P(correct) is kept as it gave it. `veto` gets no question: its name guards are for a short reference,
+    and a unit is a sentence whose names the cluster question may not have asked for."""
     why = " ".join(str(reason).split()) if reason is not None else None
     guard = None
     if guards and verdict == "correct":

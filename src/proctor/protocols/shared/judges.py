@@ -10,7 +10,7 @@ logprobs, the verdict's probability.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from proctor.errors import UserError
 from proctor.judging import Verdict, judge_with_reference, judge_without_reference
 from proctor.judging.equivalence import decide, veto
-from proctor.judging.llm import DEFAULT_STYLE, JudgeStyle
+from proctor.judging.llm import DEFAULT_STYLE, OWN_VERDICT, JudgeStyle
 from proctor.models.base import Model
 from proctor.protocols.context import RunContext
 from proctor.protocols.shared.answers import AnswerItem
@@ -30,6 +30,12 @@ JUDGE_NAMES: dict[JudgeKind, str] = {
     "without_reference": "llm_without_reference",
 }
 Combine = Literal["majority", "unanimous"]
+
+# The verdict threshold of the judge with reference when the guards stand behind it: the embedded 1.5B
+# gives right paraphrases and converted units P(correct) 0.3–0.5, and the guesses it credits from 0.3 are
+# the ones the guards veto — on four labelled sets κ 0.82–0.95 against 0.73–0.91 at 0.5, and on a closed-book
+# candidate the same 1 of 23 credited (bench/README.md).
+GUARDED_THRESHOLD = 0.3
 
 
 class PanelConfig(BaseModel):
@@ -60,13 +66,15 @@ class PanelConfig(BaseModel):
         "judgment's reason then states the verdict probability); false: a reason first, then the verdict "
         "(bench/judge_agreement.py, embedded 1.5B: see bench/README.md)",
     )
-    threshold: float = Field(
-        DEFAULT_STYLE.threshold,
+    threshold: float | None = Field(
+        None,
         gt=0,
         lt=1,
-        description="'correct' when the judge's P(correct), read from logprobs, reaches this; 0.5 is the "
-        "judge's own verdict; servers without logprobs keep their verdict; lower credits more guesses "
-        "(bench/qa_closed_book.py)",
+        description="'correct' when the judge's P(correct), read from logprobs, reaches this; default: "
+        f"{GUARDED_THRESHOLD} for the judge with reference when the guards are on (the small judge is too "
+        f"strict on paraphrases and the guards catch the guesses it would credit), else {OWN_VERDICT} (the "
+        "judge's own verdict); servers without logprobs keep their verdict (bench/judge_agreement.py, "
+        "bench/qa_closed_book.py)",
     )
 
 
@@ -109,8 +117,20 @@ def _combine(verdicts: Sequence[Verdict], combine: Combine) -> bool:
     return n_correct * 2 > len(verdicts)
 
 
-async def _llm(a: AnswerItem, kind: JudgeKind, panel: Panel) -> tuple[bool, str, dict[str, Any]]:
+def _style(panel: Panel, kind: JudgeKind, guards: bool) -> JudgeStyle:
+    """The panel's style with its threshold settled: the configured one, else `GUARDED_THRESHOLD` for a
+    guarded judge with reference, else the judge's own verdict."""
+    if panel.style.threshold is not None:
+        return panel.style
+    guarded = kind == "with_reference" and guards
+    return replace(panel.style, threshold=GUARDED_THRESHOLD if guarded else OWN_VERDICT)
+
+
+async def _llm(
+    a: AnswerItem, kind: JudgeKind, panel: Panel, guards: bool
+) -> tuple[bool, str, dict[str, Any]]:
     """The panel's verdict on one answer, its reason and what to record (probability, samples, votes)."""
+    style = _style(panel, kind, guards)
     verdicts: list[Verdict] = []
     for model in panel.models:
         if kind == "with_reference":
@@ -119,10 +139,10 @@ async def _llm(a: AnswerItem, kind: JudgeKind, panel: Panel) -> tuple[bool, str,
                 question=a.question,
                 answer=a.answer,
                 reference=a.reference_answer,
-                style=panel.style,
+                style=style,
             )
         else:
-            v = await judge_without_reference(model, question=a.question, answer=a.answer, style=panel.style)
+            v = await judge_without_reference(model, question=a.question, answer=a.answer, style=style)
         verdicts.append(v)
     correct = _combine(verdicts, panel.combine)
     probs = [v.p_correct for v in verdicts if v.p_correct is not None]
@@ -165,8 +185,12 @@ async def judge_answer(
                 reason=f"{rule.method}: {rule.detail}",
                 data={"method": rule.method, "p_correct": None},
             )
-    correct, reason, data = await _llm(a, kind, panel)
-    guard = veto(a.answer, a.reference_answer) if kind == "with_reference" and guards and correct else None
+    correct, reason, data = await _llm(a, kind, panel, guards)
+    guard = (
+        veto(a.answer, a.reference_answer, a.question)
+        if kind == "with_reference" and guards and correct
+        else None
+    )
     if guard is not None:
         return Judgment(
             verdict="incorrect",
