@@ -70,6 +70,9 @@ from proctor.judging.equivalence import (
         ("Biennially.", "every two years", "numeric_equivalent"),
         ("Fortnightly.", "every 14 days", "numeric_equivalent"),
         ("two decades", "20 years", "numeric_equivalent"),
+        ("About 386 square miles.", "1,000 square kilometres", "numeric_equivalent"),
+        # A number word as the reference, among other numbers.
+        ("Seven judges sit on it, and they retire at 70.", "seven", "contains_reference"),
         # Several quantities, the same ones in the same order.
         ("About 33 feet long and 10 feet wide.", "10 metres long and 3 metres wide", "numeric_equivalent"),
         ("Whenever winds above 50 km/h or gusts above 80 km/h are forecast.",
@@ -116,6 +119,8 @@ def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> Non
         ("It was 1888, not 1887.", "1887"),  # negated just before
         ("", "1887"),
         ("About 200 °F.", "100 °C"),  # 93 °C: a wrong conversion
+        ("It surely didn't open as early as 1887; that was the vote.", "1887"),  # negated in its clause
+        ("Nobody says seven; it has never had seven judges, but nine.", "seven"),
         ("A day and seven hours.", "29 hours"),  # 31 hours
         ("4.1 cm a year", "410 millimetres"),  # a tenth of it
         ("It did not take nine and a half hours.", "9 h 30 min"),  # negated
@@ -281,6 +286,8 @@ def test_veto_is_sure_or_silent(answer: str, reference: str, method: str | None)
         # A sentence stating a fact with side numbers is not a several-number answer.
         ("It was melted at 1,420 degrees.", "The batch is melted at 1420 °C for ten hours.", None),
         ("91 degrees", "91 °C, not 100 °C", None),  # the other number is a contrast
+        ("100 degrees, as anywhere.", "91 °C, not 100 °C", "reference_quantity_missing"),  # the ruled-out one
+        ("91 °C, where the mainland has 100 °C.", "lower: 91 °C instead of 100 °C", None),
         # A part stated as the same quantity in another unit is there; a missing part still is not.
         ("A fortnight sailing round the island.", "around the island, for two weeks", None),
         ("A fortnight in port.", "around the island, for two weeks", "reference_part_missing"),
@@ -291,6 +298,9 @@ def test_veto_is_sure_or_silent(answer: str, reference: str, method: str | None)
         ("$12 each way.", "12 skell", "reference_quantity_missing"),
         ("About 12 euros.", "12 skell", "reference_quantity_missing"),
         ("12 skell each way.", "12 skell", None),
+        # A range around the reference's number commits to neither end.
+        ("Somewhere between 60 and 90, I'd guess nearer 90.", "about 60", "alternatives_listed"),
+        ("between 60 and 90 people", "between 60 and 90", None),
     ],
 )  # fmt: skip
 def test_guards_for_partial_answers(answer: str, reference: str, method: str | None) -> None:

@@ -20,7 +20,7 @@ SETS = {
     HELDOUT: ("h", 80, 4),
     **{
         ROOT / "bench" / "data" / f"judge_labels_heldout{n}.jsonl": (p, 80, 3)
-        for n, p in ((2, "k"), (3, "m"), (4, "n"))
+        for n, p in ((2, "k"), (3, "m"), (4, "n"), (5, "p"))
     },
 }
 CORPUS = ROOT / "src" / "proctor" / "data" / "sample_corpus"

@@ -82,7 +82,7 @@ _UNITS = {
     "mile": "mile", "miles": "mile", "ft": "ft", "foot": "ft", "feet": "ft",
     "yard": "yd", "yards": "yd", "yd": "yd", "inch": "in", "inches": "in",
     "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "oz": "oz", "ounce": "oz", "ounces": "oz",
-    "m2": "m2", "km2": "km2", "sqft": "sqft", "ha": "ha", "hectare": "ha", "hectares": "ha",
+    "m2": "m2", "km2": "km2", "sqft": "sqft", "sqmi": "sqmi", "ha": "ha", "hectare": "ha", "hectares": "ha",
     "acre": "acre", "acres": "acre",
     "ml": "ml", "millilitre": "ml", "millilitres": "ml", "usgal": "usgal", "impgal": "impgal",
     "%": "%", "percent": "%", "per cent": "%", "percentage": "%",
@@ -109,6 +109,7 @@ _CONVERT = {
     "kg": ("mass", 1.0), "g": ("mass", 1e-3), "t": ("mass", 1e3), "lb": ("mass", 0.45359237),
     "oz": ("mass", 0.028349523125),
     "m2": ("area", 1.0), "km2": ("area", 1e6), "sqft": ("area", 0.09290304), "ha": ("area", 1e4),
+    "sqmi": ("area", 2589988.110336),
     "acre": ("area", 4046.8564224),
     "l": ("volume", 1.0), "ml": ("volume", 1e-3), "usgal": ("volume", 3.785411784),
     "impgal": ("volume", 4.54609),
@@ -127,6 +128,7 @@ _UNIT_PHRASES = [
     (re.compile(r"\b(?:square|sq\.?)\s+(?:metres?|meters?|m)\b|\bm(?:²|\^2)"), " m2"),
     (re.compile(r"\b(?:square|sq\.?)\s+(?:kilometres?|kilometers?|km)\b|\bkm(?:²|\^2)"), " km2"),
     (re.compile(r"\b(?:square|sq\.?)\s+(?:feet|foot|ft)\b|\bft(?:²|\^2)"), " sqft"),
+    (re.compile(r"\b(?:square|sq\.?)\s+(?:miles?|mi)\b|\bmi(?:²|\^2)"), " sqmi"),
     (re.compile(r"\b(?:us|u\.s\.|american)\s+gallons?\b"), " usgal"),
     (re.compile(r"\b(?:imperial|uk|british)\s+gallons?\b"), " impgal"),
     (re.compile(r"(?:°\s*|\bdegrees?\s+)(?:c\b|celsius\b|centigrade\b)"), " °c"),
@@ -221,9 +223,10 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
         # lived in the capital" for "41,300"): a short reference with its digits, not negated just before,
         # in an answer that offers no alternatives, range or hedge ("Maybe 2017, maybe 2019").
         if (
-            re.search(r"\d", reference)
+            stated_numbers(reference)
             and len(r.split()) <= _MAX_PART_WORDS
             and _contains_phrase(a.split(), r.split())
+            and not _negated_in_clause(answer, r.split())
             and not _ALTERNATIVES.search(answer)
             and not _HEDGED_AMONG_NUMBERS.search(a)
         ):
@@ -242,7 +245,11 @@ def decide(answer: str, reference: str) -> RuleDecision | None:
             shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r)
             return RuleDecision("numeric_equivalent", shown)
         return None
-    if _contains_phrase(a.split(), r.split()) and not _ALTERNATIVES.search(answer):
+    if (
+        _contains_phrase(a.split(), r.split())
+        and not _negated_in_clause(answer, r.split())
+        and not _ALTERNATIVES.search(answer)
+    ):
         return RuleDecision("contains_reference", r)
     return None
 
@@ -324,7 +331,7 @@ _DIMENSION = {
     "m": "length", "km": "length", "cm": "length", "mm": "length", "mile": "length", "ft": "length",
     "kg": "mass", "g": "mass", "t": "mass", "lb": "mass", "oz": "mass", "yd": "length", "in": "length",
     "l": "volume", "ml": "volume", "usgal": "volume", "impgal": "volume",
-    "m2": "area", "km2": "area", "sqft": "area", "ha": "area", "acre": "area",
+    "m2": "area", "km2": "area", "sqft": "area", "sqmi": "area", "ha": "area", "acre": "area",
     "h": "time", "min": "time", "s": "time", "day": "time", "week": "time", "month": "time", "year": "time",
 }  # fmt: skip
 _DIMENSION_WORDS = {
@@ -380,6 +387,20 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
         if phrase and len(wanted) > 1 and lacking and not compound and not _NEGATED_NUMBER.search(reference):
             shown = ", ".join(f"{v:g}" for v in lacking)
             return RuleDecision("reference_quantity_missing", f"the answer lacks {shown} of the reference")
+        # The answer's only match is the number the reference rules out ("100 °C" for "91 °C instead of
+        # 100 °C").
+        ruled_out = {
+            found[0][2]
+            for m in _NEGATED_NUMBER.finditer(reference)
+            if (found := number_mentions(reference[m.end() - 1 :])) and found[0][0] == 0
+        }
+        kept = wanted - ruled_out
+        if ruled_out and kept and not kept & have:
+            shown = ", ".join(f"{v:g}" for v in sorted(kept))
+            return RuleDecision(
+                "reference_quantity_missing",
+                f"the answer gives the number the reference rules out, not {shown}",
+            )
         return None
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))
     dims = {_DIMENSION.get(q.unit or "") for q in _plain_quantities(reference)}
@@ -714,6 +735,10 @@ def veto(answer: str, reference: str, question: str = "") -> RuleDecision | None
         and not _negated_anywhere(normalize_answer(answer))
     ):
         return RuleDecision("alternatives_listed", "the answer offers alternatives")
+    # A range around the reference's number commits to neither end ("between 85 and 140" for "about 85").
+    span = _RANGE.search(answer)
+    if span and not _RANGE.search(reference) and stated_numbers(span[0]) & stated_numbers(reference):
+        return RuleDecision("alternatives_listed", f"the answer gives a range: {span[0]}")
     return (
         missing_quantities(answer, reference)
         or missing_term(answer, reference)
@@ -733,6 +758,22 @@ def _contains_phrase(words: list[str], phrase: list[str]) -> bool:
             before = words[max(0, i - _NEGATION_WINDOW) : i]
             if not any(w.replace("'", "") in NEGATIONS for w in before):
                 return True
+    return False
+
+
+# Where a clause ends: sentence and clause punctuation, a comma before a space (not "41,300"), a dash.
+_CLAUSE_END = re.compile(r"[;:!?()—–]|\.(?!\d)|,\s|\s-\s")
+
+
+def _negated_in_clause(answer: str, phrase: list[str]) -> bool:
+    """Whether a negation stands before the phrase anywhere in its clause ("It definitely didn't start as
+    early as 1874"), beyond the few words `_contains_phrase` looks at; "It was 1923 — not 1936" is not."""
+    n = len(phrase)
+    for clause in _CLAUSE_END.split(answer):
+        words = normalize_answer(_NOT_NEGATIONS.sub(" ", clause)).split()
+        starts = [i for i in range(len(words) - n + 1) if words[i : i + n] == phrase]
+        if starts and any(w.replace("'", "") in NEGATIONS for w in words[: starts[0]]):
+            return True
     return False
 
 
@@ -761,6 +802,10 @@ _QUANTITY = re.compile(
     re.IGNORECASE,
 )
 # "one in four", "seven pieces in ten", "3 out of 5" (a lookahead: "about one in four" finds "one in four").
+# "between 85 and 140": a range, no commitment to either end.
+_RANGE = re.compile(
+    rf"\bbetween\s+(?:{_NUM}|{_NUMBER_WORD})\b.{{0,20}}?\band\s+(?:{_NUM}|{_NUMBER_WORD})\b", re.IGNORECASE
+)
 _IN = re.compile(
     r"(?=\b(?P<full>(?P<a>\w+)(?:\s+(?P<what>[a-z]+))?\s+(?:in|out of)\s+(?P<b>\w+))\b)", re.IGNORECASE
 )
