@@ -61,6 +61,8 @@ from proctor.judging.equivalence import (
         # Temperatures across scales; spans in several units; a rate's "a year"; idioms for numbers.
         ("About 212 °F.", "100 °C", "numeric_equivalent"),
         ("roughly 50 degrees Fahrenheit", "10 °C", "numeric_equivalent"),
+        ("About 1,830 °F.", "1,000 °C", "numeric_equivalent"),  # 1,832 °F, rounded to the tens
+        ("Thirty-eight days.", "38 days", "numeric_equivalent"),
         ("A day and five hours.", "29 hours", "numeric_equivalent"),
         ("41.5 minutes", "41 minutes 30 seconds", "numeric_equivalent"),
         ("It takes nine and a half hours.", "9 h 30 min", "numeric_equivalent"),
@@ -118,7 +120,9 @@ def test_rules_decide_when_sure(answer: str, reference: str, method: str) -> Non
         ("Somewhere between 1880 and 1887.", "1887"),  # a range
         ("It was 1888, not 1887.", "1887"),  # negated just before
         ("", "1887"),
-        ("About 200 °F.", "100 °C"),  # 93 °C: a wrong conversion
+        ("About 200 °F.", "100 °C"),  # 93 °C: a wrong conversion (rounding stays within 2 %)
+        ("About 1,810 °F.", "1,000 °C"),  # 988 °C
+        ("Thirty-nine days.", "38 days"),
         ("It surely didn't open as early as 1887; that was the vote.", "1887"),  # negated in its clause
         ("Nobody says seven; it has never had seven judges, but nine.", "seven"),
         ("A day and seven hours.", "29 hours"),  # 31 hours
@@ -257,6 +261,14 @@ def test_quantity_guard_vetoes_only_answers_without_the_references_numbers(
         ("Water from the sea.", "seawater", None),
         ("The wind that usually blows from the west.", "the prevailing westerly wind", None),
         ("The Drumm family.", "Ansel Drumm", None),  # the other word left out, none put in its place
+        # Only a neighbour that could name something counts as put in the missing word's place.
+        ("Where the River Tarn runs into the sea.", "at the mouth of the River Tarn", None),
+        (
+            "It faces into the wind that mostly blows in from the north.",
+            "the prevailing northerly wind",
+            None,
+        ),
+        ("At the source of the River Tarn.", "at the mouth of the River Tarn", "reference_term_missing"),
         ("It is neither blue nor red but storm green.", "storm green", None),  # negated alternatives
         ("The Skerry lighthouse and its keepers.", "the longest serving keeper of the light on Skerry", None),
     ],

@@ -148,9 +148,29 @@ _HYPHENATED = re.compile(
 )
 
 
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+         "ninety": 90}  # fmt: skip
+_UNITS_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+}
+_COMPOUND = re.compile(rf"\b({'|'.join(_TENS)})[-\s]({'|'.join(_UNITS_WORDS)})\b(?!\s+hundred)")
+
+
 def _unit_text(text: str) -> str:
-    """Lower case, "per cent" as "percent", multi-word units as one token, number-unit hyphens as spaces."""
-    t = _HYPHENATED.sub(" ", text.lower().replace("per cent", "percent"))
+    """Lower case, "per cent" as "percent", "twenty-five" as "25", multi-word units as one token,
+    number-unit hyphens as spaces."""
+    t = _COMPOUND.sub(
+        lambda m: str(_TENS[m[1]] + _UNITS_WORDS[m[2]]), text.lower().replace("per cent", "percent")
+    )
+    t = _HYPHENATED.sub(" ", t)
     for pattern, unit in _UNIT_PHRASES:
         t = pattern.sub(unit, t)
     return t
@@ -460,15 +480,22 @@ def _content_words(text: str) -> list[str]:
 def _substituted(word: str, wanted: list[str], have: list[str]) -> bool:
     """Whether the answer puts another word where the reference has `word`: next to the reference word
     nearest to it that the answer repeats, on the same side ("the fog months" for "the grey months", "the
-    Marrow Current" for "the Ostrel Current"). A rewording that drops the word or moves the rest ("the wind
-    that usually blows from the west" for "the prevailing westerly wind") is no such sure sign."""
+    Marrow Current" for "the Ostrel Current"). Only a neighbour counts, and only a word that could name
+    something: a rewording that drops the word or moves the rest ("the wind that usually blows in from the
+    west" for "the prevailing westerly wind", "where the River Ilse runs out into the sea" for "at the mouth
+    of the River Ilse") is no such sure sign."""
     i = wanted.index(word)
-    anchors = sorted((abs(j - i), j) for j, w in enumerate(wanted) if w != word and w in have)
-    if not anchors:
-        return False
-    _, j = anchors[0]
-    slot = have.index(wanted[j]) + (i - j)
-    return 0 <= slot < len(have) and have[slot] not in wanted
+    anchors = [j for j, w in enumerate(wanted) if abs(j - i) == 1 and w in have]
+    for j in anchors:
+        slot = have.index(wanted[j]) + (i - j)
+        if 0 <= slot < len(have) and have[slot] not in wanted and _could_name(have[slot]):
+            return True
+    return False
+
+
+def _could_name(word: str) -> bool:
+    """A word that can stand for a name or a term, not a function word ("where", "that", "it")."""
+    return len(word) >= 3 and word not in _GENERIC_WORDS and word not in _FUNCTION_WORDS
 
 
 def missing_term(answer: str, reference: str) -> RuleDecision | None:
@@ -573,6 +600,11 @@ _GENERIC_TEXT = (
     "being been were will would could should about what when where while"
 )
 _GENERIC_WORDS = frozenset(_GENERIC_TEXT.split())
+_FUNCTION_TEXT = (
+    "its who whom whose how why she her hers his him they out all any not but yet one ones each every own "
+    "into onto upon near also just even"
+)
+_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
 
 
 def _informative(text: str) -> set[str]:
@@ -781,10 +813,24 @@ def _negated_anywhere(normalised: str) -> bool:
     return any(w in NEGATIONS for w in normalised.split())
 
 
+def _half_last_place(value: float) -> float:
+    """Half the place of the last digit a number was written to: 2590 → 5, 196 → 0.5, 195.8 → 0.05."""
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    if "." in text:
+        return 0.5 * 10.0 ** -len(text.split(".")[1])
+    digits = text.lstrip("-")
+    return 0.5 * 10.0 ** (len(digits) - len(digits.rstrip("0"))) if digits != "0" else 0.5
+
+
 def _same(a: Quantity, b: Quantity) -> bool:
-    if {a.unit, b.unit} == {"°c", "°f"}:  # a converted temperature, rounded to at most a whole °F
+    if {a.unit, b.unit} == {"°c", "°f"}:
+        # A converted temperature, rounded as the answer writes it ("about 2,590 °F" for 1,420 °C, which
+        # is 2,588 °F): half its last written place, and never less than a whole °F of rounding.
         c = [q.value if q.unit == "°c" else (q.value - 32.0) * 5.0 / 9.0 for q in (a, b)]
-        return abs(c[0] - c[1]) <= 0.3
+        # Rounding is capped at the 2 % other conversions allow ("about 200 °F" is not 100 °C).
+        scale = 5.0 / 9.0 if a.unit == "°f" else 1.0
+        place = min(_half_last_place(a.value), _CONVERSION_TOLERANCE * abs(a.value)) * scale
+        return abs(c[0] - c[1]) <= max(0.3, place)
     if a.unit != b.unit and a.unit in _CONVERT and b.unit in _CONVERT:
         (dim_a, fa), (dim_b, fb) = _CONVERT[a.unit], _CONVERT[b.unit]
         x, y = a.value * fa, b.value * fb
