@@ -148,19 +148,9 @@ _HYPHENATED = re.compile(
 )
 
 
-_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-         "ninety": 90}  # fmt: skip
-_UNITS_WORDS = {
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-}
+# "twenty-five": a tens word and a units word, from the number words above.
+_TENS = {w: v for w, v in _WORDS.items() if isinstance(v, int) and 20 <= v <= 90 and v % 10 == 0}
+_UNITS_WORDS = {w: v for w, v in _WORDS.items() if isinstance(v, int) and 1 <= v <= 9}
 _COMPOUND = re.compile(rf"\b({'|'.join(_TENS)})[-\s]({'|'.join(_UNITS_WORDS)})\b(?!\s+hundred)")
 
 
