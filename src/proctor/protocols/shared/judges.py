@@ -73,7 +73,8 @@ class PanelConfig(BaseModel):
         description="'correct' when the judge's P(correct), read from logprobs, reaches this; default: "
         f"{GUARDED_THRESHOLD} for the judge with reference when the guards are on (the small judge is too "
         f"strict on paraphrases and the guards catch the guesses it would credit), else {OWN_VERDICT} (the "
-        "judge's own verdict); servers without logprobs keep their verdict (bench/judge_agreement.py, "
+        "judge's own verdict); servers without logprobs keep their verdict. 0.3 is calibrated for the "
+        "embedded 1.5B: with a weaker judge (the 0.5B) set 0.5 (bench/judge_agreement.py, "
         "bench/qa_closed_book.py)",
     )
 
