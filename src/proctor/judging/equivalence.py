@@ -702,6 +702,11 @@ def _names(text: str, *, all_capitalised: bool = False) -> set[str]:
     return out
 
 
+def _asked(question: str) -> set[str]:
+    """Stems the question already gives: its names and its content words."""
+    return _names(question, all_capitalised=True) | {_stem(w) for w in _content_words(question)}
+
+
 def other_name(answer: str, reference: str, question: str) -> RuleDecision | None:
     """`other_name`: the reference is a name (a capitalised word the question did not give, or the
     question asks for a name: "What is the name of the currency?" — "skell"), the answer has none of the
@@ -709,7 +714,7 @@ def other_name(answer: str, reference: str, question: str) -> RuleDecision | Non
     ("The capital of Teskavar is Tashkent." for "Orrinsford"): a confident guess, however fluent. An answer
     that describes the referent without naming another ("the only research institute" for "the Orrinsford
     Institute") is left to the LLM."""
-    asked = _names(question, all_capitalised=True) | {_stem(w) for w in _content_words(question)}
+    asked = _asked(question)
     ref_names = _names(reference, all_capitalised=True) - asked
     if not ref_names and not _QUESTION_ASKS_NAME.search(question):
         return None
@@ -737,7 +742,7 @@ def name_missing(answer: str, reference: str, question: str) -> RuleDecision | N
     Warden's team" for "Hanne Cortwell"); a near spelling is another name."""
     if not _ASKS_FOR_THE_NAME.search(question):
         return None
-    asked = _names(question, all_capitalised=True) | {_stem(w) for w in _content_words(question)}
+    asked = _asked(question)
     name = _names(reference, all_capitalised=True) - asked
     if not name and len(_content_words(reference)) <= _MAX_NAME_WORDS:
         name = {_stem(w) for w in _content_words(reference)} - asked
@@ -746,14 +751,16 @@ def name_missing(answer: str, reference: str, question: str) -> RuleDecision | N
     return RuleDecision("reference_name_missing", "the question asks for a name; the answer does not give it")
 
 
+_OFFERS = re.compile(r"\b(?:or|either)\b", re.IGNORECASE)
+
+
 def veto(answer: str, reference: str, question: str = "") -> RuleDecision | None:
     """The guards after an LLM "correct" (module docstring): the first that is sure, meaning "incorrect";
     None when the LLM's verdict stands. `other_name` needs the question."""
-    offers = re.compile(r"\b(?:or|either)\b", re.IGNORECASE)
     # A reference that is itself a choice ("wind above 65 km/h or gusts above 90 km/h") wants one.
     if (
-        offers.search(answer)
-        and not offers.search(reference)
+        _OFFERS.search(answer)
+        and not _OFFERS.search(reference)
         and not _negated_anywhere(normalize_answer(answer))
     ):
         return RuleDecision("alternatives_listed", "the answer offers alternatives")
@@ -815,7 +822,7 @@ def _half_last_place(value: float) -> float:
 def _same(a: Quantity, b: Quantity) -> bool:
     if {a.unit, b.unit} == {"°c", "°f"}:
         # A converted temperature, rounded as the answer writes it ("about 2,590 °F" for 1,420 °C, which
-        # is 2,588 °F): half its last written place, and never less than a whole °F of rounding.
+        # is 2,588 °F): half its last written place, and never less than 0.3 °C.
         c = [q.value if q.unit == "°c" else (q.value - 32.0) * 5.0 / 9.0 for q in (a, b)]
         # Rounding is capped at the 2 % other conversions allow ("about 200 °F" is not 100 °C).
         scale = 5.0 / 9.0 if a.unit == "°f" else 1.0
@@ -869,7 +876,7 @@ def _blank(t: str, start: int, end: int) -> str:
 
 # One part of a span written in several units ("a day and seven hours", "9 hours 30 minutes").
 _SPAN_PART = re.compile(
-    rf"(?P<n>{_NUM}|an?|" + "|".join(w for w in _WORDS if " " not in w) + r")\s+"
+    rf"(?P<n>{_NUM}|an?|{_NUMBER_WORD})\s+"
     r"(?P<u>days?|hours?|hrs?|h|minutes?|mins?|seconds?|secs?|s)\b"
 )
 _SPAN_JOIN = re.compile(r"\s*,?\s*(?:and\s+)?")
@@ -882,7 +889,7 @@ _RATE = re.compile(
 
 # "nine and a half hours", "an hour and a half": the half joins the number.
 _AND_A_HALF = re.compile(
-    rf"\b(?P<n>{_NUM}|" + "|".join(w for w in _WORDS if " " not in w) + rf")\s+and\s+a\s+half\s+"
+    rf"\b(?P<n>{_NUM}|{_NUMBER_WORD})\s+and\s+a\s+half\s+"
     rf"(?P<u>(?:{_SPAN_UNITS})s?|[a-z]+)\b"
     rf"|\ban?\s+(?P<u1>{_SPAN_UNITS})\s+and\s+a\s+half\b"
 )
