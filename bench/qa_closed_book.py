@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.config import load_config
-from proctor.protocols.shared.judges import PanelConfig
+from proctor.kit.shared.judges import PanelConfig
 from proctor.runner import run_config
 from proctor.store.run_store import RunStore
 

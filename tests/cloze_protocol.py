@@ -1,67 +1,40 @@
-"""A complete protocol written only against the kit: a cloze test. Each chunk loses its longest word;
-every candidate fills the blank; exact match decides. Resume, error records, progress, cost accounting
-and the report come from the kit — this file has no code for them."""
-
-from __future__ import annotations
-
+"""A complete protocol on the kit: blank each chunk's longest word, candidates fill it, exact match decides.
+Keys, resume, error records, metrics, cost and the report are the kit's; this file has no code for them."""
 import re
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from proctor.config import CandidateConfig
 from proctor.estimates import Estimate
-from proctor.protocols.context import RunContext, work_key
-from proctor.protocols.registry import Protocol
-from proctor.protocols.steps import Payload
+from proctor.kit import Payload, Protocol, Result, RunContext
 
 
 class ClozeConfig(BaseModel):
     """Cloze test: blank one word per chunk and ask for it."""
-
-    model_config = ConfigDict(extra="forbid")
     num_items: int = Field(5, ge=1, description="chunks to blank (the first ones of the corpus)")
-
 
 class Blank(Payload):
     KIND: ClassVar[str] = "cloze_answer"
     candidate: str
-    text: str
     gold: str
     answer: str
-    correct: bool
 
+class ClozeResult(Result):
+    accuracy: dict[str, Estimate]  # Estimates are metrics: the kit stores them, by candidate
+    failed: dict[str, int]
 
-async def run(ctx: RunContext[ClozeConfig]) -> dict[str, Any]:
-    blanks = []
-    for chunk in ctx.corpus.chunks[: ctx.settings.num_items]:
-        gold = max(re.findall(r"[A-Za-z]+", chunk.text), key=len)
-        blanks.append((chunk.chunk_id, gold, chunk.text.replace(gold, "____", 1)))
-    units = [(c, b) for c in ctx.config.candidates for b in blanks]
+async def run(ctx: RunContext[ClozeConfig]) -> ClozeResult:
+    texts = [c.text for c in ctx.corpus.chunks[: ctx.settings.num_items]]
+    units = [(c, max(re.findall(r"[A-Za-z]+", t), key=len), t) for c in ctx.config.candidates for t in texts]
+    async def fill(u: tuple[CandidateConfig, str, str]) -> Blank:
+        ask = f"Fill the blank with one word:\n\n{u[2].replace(u[1], '____', 1)}"
+        reply = await ctx.models[u[0].model or ""].generate([{"role": "user", "content": ask}])
+        return Blank(candidate=u[0].name, gold=u[1], answer=reply.text.strip(" .").lower())
+    done = await ctx.map("filling blanks", units, fill, unit_id=lambda u: (u[0].name, u[2]), role="candidate",
+                         output=Blank, context=lambda u: {"candidate": u[0].name, "gold": u[1]})
+    by = {c.name: [o.value for o in done if o.unit[0] is c and o.value] for c in ctx.config.candidates}
+    acc = {n: Estimate.proportion(sum(b.answer == b.gold.lower() for b in v), len(v)) for n, v in by.items()}
+    return ClozeResult(accuracy=acc, failed={n: len(texts) - len(bs) for n, bs in by.items()})
 
-    async def fill(unit: tuple[CandidateConfig, tuple[str, str, str]]) -> Blank:
-        c, (_, gold, text) = unit
-        prompt = f"Fill the blank with one word; reply with the word only.\n\n{text}"
-        reply = await ctx.models[c.model].generate([{"role": "user", "content": prompt}], max_tokens=8)
-        word = reply.text.strip().strip(".").lower()
-        return Blank(candidate=c.name, text=text, gold=gold, answer=word, correct=word == gold.lower())
-
-    outcomes = await ctx.map(
-        "filling blanks",
-        units,
-        fill,
-        key=lambda u: work_key("cloze", ctx.candidate_identity(u[0]), u[1][0]),
-        role="candidate",
-        output=Blank,
-        context=lambda u: {"candidate": u[0].name, "gold": u[1][1]},
-    )
-    summary: dict[str, Any] = {"candidates": {}}
-    for c in ctx.config.candidates:
-        done = [o.value for o in outcomes if o.unit[0] is c and o.value is not None]
-        acc = Estimate.proportion(sum(b.correct for b in done), len(done))
-        ctx.store.put_metric("accuracy.cloze", c.name, acc.value, lo=acc.lo, hi=acc.hi, n=acc.n)
-        summary["candidates"][c.name] = {"accuracy": acc.model_dump(), "failed": len(blanks) - len(done)}
-    return summary
-
-
-PROTOCOL = Protocol(name="cloze", settings=ClozeConfig, roles=(), run=run)
+PROTOCOL = Protocol(name="cloze", settings=ClozeConfig, roles=(), run=run, result=ClozeResult)

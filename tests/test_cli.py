@@ -104,7 +104,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 
 def test_options_lists_every_protocol_option_with_a_description() -> None:
     from proctor.cli.options import option_rows
-    from proctor.protocols.registry import protocol_config_class, protocol_names
+    from proctor.kit.registry import protocol_config_class, protocol_names
 
     for name in protocol_names():
         undocumented = [

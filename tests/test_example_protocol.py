@@ -1,5 +1,5 @@
 """The kit's contract, kept honest by a protocol that has no code of its own for resume, error records,
-progress, cost accounting or its report (tests/cloze_protocol.py, well under 100 lines)."""
+progress, cost accounting, metrics or its report (tests/cloze_protocol.py, at most 40 lines)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cloze_protocol import PROTOCOL
-from proctor.protocols.registry import register_protocol
+from proctor.kit.registry import register_protocol
 from proctor.runner import run_config
 from proctor.testing.mock_server import MockServer
 
@@ -56,7 +56,7 @@ cloze: {{num_items: 4}}
 
 
 def test_example_protocol_gets_resume_errors_cost_and_report_from_the_kit(tmp_path: Path) -> None:
-    assert len((Path(__file__).parent / "cloze_protocol.py").read_text().splitlines()) < 100
+    assert len((Path(__file__).parent / "cloze_protocol.py").read_text().splitlines()) <= 40
     with MockServer(reply=reply) as server:
         cfg = write_config(tmp_path, server.base_url)
         first = run_config(cfg, out=tmp_path / "runs", show_progress=False)
@@ -66,8 +66,11 @@ def test_example_protocol_gets_resume_errors_cost_and_report_from_the_kit(tmp_pa
         assert sorted(r[0] for r in rows) == ["done", "done", "done", "error"]
         failed = next(r for r in rows if r[0] == "error")
         assert failed[1] == "http_500" and json.loads(failed[2])["candidate"] == "a"
-        acc = first.summary["candidates"]["a"]["accuracy"]
-        assert acc["n"] == 3 and first.summary["candidates"]["a"]["failed"] == 1
+        acc = first.summary["accuracy"]["a"]
+        assert acc["n"] == 3 and first.summary["failed"]["a"] == 1
+        # The kit stored the result's estimate as a metric, by candidate.
+        metric = con.execute("SELECT value, n FROM metrics WHERE name='accuracy' AND subject='a'").fetchone()
+        assert metric == (acc["value"], 3)
         # Cost accounting: every call is in the store with its tokens and price.
         calls, cost = con.execute("SELECT COUNT(*), SUM(cost_usd) FROM model_calls").fetchone()
         assert calls == 4 and cost > 0
@@ -77,12 +80,12 @@ def test_example_protocol_gets_resume_errors_cost_and_report_from_the_kit(tmp_pa
         before = server.count
         resumed = run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
         assert resumed.run_dir == first.run_dir and server.count == before + 1
-        final = resumed.summary["candidates"]["a"]["accuracy"]
+        final = resumed.summary["accuracy"]["a"]
         assert final["n"] == 4 and final["value"] == 0.5 and final["method"] == "wilson"
         # A second resume has nothing left to run.
         run_config(cfg, out=tmp_path / "runs", resume=True, show_progress=False)
         assert server.count == before + 1
     # The default report section shows the estimate, the items and (none left) failures.
     html = (first.run_dir / "report.html").read_text()
-    assert "candidates.a.accuracy" in html and "Items: cloze_answer (4)" in html
+    assert "accuracy.a" in html and "Items: cloze_answer (4)" in html
     assert "lighthouses" in html

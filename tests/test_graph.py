@@ -18,14 +18,14 @@ from proctor.graph import (
     ContextGraph,
     Entity,
     assemble,
-    build_context_graph,
     derive_edges,
     fold,
     merge_groups,
 )
 from proctor.models.scripted import register_script
-from proctor.protocols.context import RunContext
-from proctor.protocols.registry import Protocol, Role, register_protocol
+from proctor.kit.context import RunContext
+from proctor.kit.shared.graph import build_context_graph
+from proctor.kit.registry import Protocol, Role, register_protocol
 from proctor.runner import run_config
 
 

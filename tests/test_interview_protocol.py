@@ -16,8 +16,8 @@ import pytest
 from proctor.models.scripted import register_script
 from proctor.protocols.interview.difficulty import next_tier, score, tier
 from proctor.protocols.interview.validation import validation_rates
-from proctor.protocols.shared.question_file import BenchmarkQuestionsConfig, load_questions
-from proctor.protocols.shared.questions import support
+from proctor.kit.shared.question_file import BenchmarkQuestionsConfig, load_questions
+from proctor.kit.shared.questions import support
 from proctor.runner import run_config
 
 # --- the difficulty controller ------------------------------------------------------------------------

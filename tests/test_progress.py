@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from proctor.protocols import progress as progress_mod
-from proctor.protocols.progress import ProgressReporter
+from proctor.kit.progress import ProgressReporter
 
 
 def test_plain_lines_when_not_a_terminal(monkeypatch) -> None:

@@ -369,7 +369,7 @@ def test_demo_config_validates() -> None:
     from importlib import resources
 
     from proctor.config_paths import config_dir
-    from proctor.protocols.registry import get_protocol
+    from proctor.kit.registry import get_protocol
     from proctor.protocols.suite.members import member_configs
 
     path = get_protocol("suite").demo_config

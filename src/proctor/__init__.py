@@ -1,3 +1,9 @@
 """proctor: measure what an LLM, a RAG pipeline or an agent knows about reference material."""
 
 __version__ = "0.1.0"
+
+# Reading a config needs the protocols' settings models: the registry hands them to `proctor.config`.
+from proctor.kit import registry as _registry  # noqa: E402,F401
+from proctor.kit.record import Run, load_run  # noqa: E402
+
+__all__ = ["Run", "__version__", "load_run"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import (
@@ -181,6 +181,29 @@ class RayConfig(Strict):
     start_timeout_s: float = Field(120.0, gt=0, le=3600, description="give up starting/joining Ray after")
 
 
+class ProtocolCatalog(Protocol):
+    """What reading a config needs to know of the protocols: each one's settings model and roles. The
+    kit's registry installs itself here (`use_catalog`), so this module imports no protocol code."""
+
+    def settings_class(self, name: str) -> type[BaseModel]: ...
+
+    def unknown_role(self, name: str, roles: dict[str, str]) -> str | None: ...
+
+
+_CATALOG: list[ProtocolCatalog] = []
+
+
+def use_catalog(catalog: ProtocolCatalog) -> None:
+    """Install the catalog configs are validated against (done by `proctor.kit.registry` on import)."""
+    _CATALOG[:] = [catalog]
+
+
+def _catalog() -> ProtocolCatalog:
+    if not _CATALOG:
+        raise RuntimeError("no protocol catalog: import proctor (or proctor.kit.registry) before reading configs")
+    return _CATALOG[0]
+
+
 class RunConfig(Strict):
     protocol: str
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -211,10 +234,8 @@ class RunConfig(Strict):
     def _protocol_section(cls, data: Any) -> Any:
         if not isinstance(data, dict) or not isinstance(data.get("protocol"), str):
             return data
-        from proctor.protocols.registry import protocol_config_class
-
         name = data["protocol"]
-        section_cls = protocol_config_class(name)
+        section_cls = _catalog().settings_class(name)
         data = dict(data)
         if "settings" in data:
             raise ValueError(f"unknown field 'settings' — put the protocol's options under `{name}:`")
@@ -236,9 +257,7 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _references(self) -> RunConfig:
         names = set(self.models)
-        from proctor.protocols.registry import get_protocol
-
-        problem = get_protocol(self.protocol).unknown_role(self.roles)
+        problem = _catalog().unknown_role(self.protocol, self.roles)
         if problem:
             raise ValueError(problem)
         for role, ref in self.roles.items():

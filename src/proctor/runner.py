@@ -11,16 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from proctor import __version__
 from proctor.config import RunConfig, load_config
 from proctor.errors import UserError
+from proctor.kit.context import RunContext
+from proctor.kit.progress import ProgressReporter
+from proctor.kit.registry import get_protocol
+from proctor.kit.result import BudgetNote, Result, Usage, artifacts, metric_rows
 from proctor.models import get_model
 from proctor.models.base import Model
 from proctor.models.recording import Budget
-from proctor.protocols.context import RunContext
-from proctor.protocols.progress import ProgressReporter
-from proctor.protocols.registry import get_protocol
 from proctor.store import RunStore
 
 log = logging.getLogger("proctor")
@@ -28,8 +30,11 @@ log = logging.getLogger("proctor")
 
 @dataclass
 class RunResult:
+    """A finished run: its folder, the protocol's typed result, and results.json as written."""
+
     run_dir: Path
     summary: dict[str, Any]
+    result: Result | None = None
 
 
 def build_models(config: RunConfig) -> dict[str, Model]:
@@ -143,30 +148,28 @@ def run_config(
                 progress,
                 np.random.default_rng(cfg.seed),
                 budget=budget,
-                protocol=protocol,
+                roles_help=protocol.role_help(),
             )
 
-            async def main() -> dict[str, Any]:
+            async def main() -> Result:
                 try:
                     return await protocol.run(ctx)
                 finally:
                     for m in models.values():
                         await m.aclose()
 
-            summary = asyncio.run(main())
-        summary["usage"] = _usage(store)
-        if budget is not None and budget.exhausted:
-            _warn_budget(summary, store, budget)
-        store.put_artifact("summary", summary)
-        (run_dir / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+            result = asyncio.run(main())
+        summary = write_result(cfg, store, run_dir, result, budget)
         store.export_jsonl(run_dir / "items.jsonl")
         store.export_parquet(run_dir / "items.parquet")
         store.finish_run(run_dir.name)
+        from proctor.kit.record import load_run
         from proctor.report import write_report
 
-        write_report(store, run_dir / "report.html")
+        with load_run(run_dir) as run:
+            write_report(run, run_dir / "report.html")
         log.info("run %s finished", run_dir.name)
-        return RunResult(run_dir, summary)
+        return RunResult(run_dir, summary, result)
     finally:
         # Checkpoint the WAL into run.sqlite and close: the run folder is complete the moment the run
         # ends, even while this process goes on (e.g. `proctor demo` running the next protocol).
@@ -176,7 +179,30 @@ def run_config(
         handler.close()
 
 
-def _warn_budget(summary: dict[str, Any], store: RunStore, budget: Budget) -> None:
+def write_result(
+    cfg: RunConfig, store: RunStore, run_dir: Path, result: Result, budget: Budget | None
+) -> dict[str, Any]:
+    """What the kit derives from a protocol's result: its identity, usage and the budget note filled in,
+    every declared metric and artifact stored, results.json (and the store's `summary`) written.
+    Returns results.json."""
+    if not isinstance(result, Result):
+        raise TypeError(f"a protocol's run must return a proctor.kit.Result, not {type(result).__name__}")
+    result.protocol = cfg.protocol
+    result.config_hash = cfg.config_hash()
+    result.usage = _usage(store)
+    if budget is not None and budget.exhausted:
+        _warn_budget(result, store, budget)
+    for row in metric_rows(result):
+        store.put_metric(row.name, row.subject, row.value, lo=row.lo, hi=row.hi, n=row.n)
+    for name, value in artifacts(result).items():
+        store.put_artifact(name, value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+    summary: dict[str, Any] = result.model_dump(mode="json")
+    store.put_artifact("summary", summary)
+    (run_dir / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def _warn_budget(result: Result, store: RunStore, budget: Budget) -> None:
     """Say that the cap stopped work, how much, and how to finish it (the held-back items resume)."""
     held = sum(1 for it in store.items(status="error") if it["error_cause"] == "budget")
     message = (
@@ -185,21 +211,21 @@ def _warn_budget(summary: dict[str, Any], store: RunStore, budget: Budget) -> No
         f"to finish them."
     )
     log.warning(message)
-    summary["budget"] = {"limit_usd": budget.limit_usd, "spent_usd": round(budget.spent_usd, 6), "held": held}
-    summary["warnings"] = [*(summary.get("warnings") or []), message]
+    result.budget = BudgetNote(limit_usd=budget.limit_usd, spent_usd=round(budget.spent_usd, 6), held=held)
+    result.warnings = [*result.warnings, message]
 
 
-def _usage(store: RunStore) -> dict[str, Any]:
+def _usage(store: RunStore) -> dict[str, Usage]:
     """Nominal usage (what the evaluation costs at the configured prices, cache hits included), so
     results.json is identical whether replies came from the server or the cache."""
-    out: dict[str, Any] = {}
+    out: dict[str, Usage] = {}
     for row in store.call_totals():
         if row["errors"] == row["calls"]:
             continue
         role = row["role"] or "other"
-        out[f"{role}:{row['model']}"] = {
-            "prompt_tokens": row["prompt_tokens"] or 0,
-            "completion_tokens": row["completion_tokens"] or 0,
-            "cost_usd": round(row["cost_usd"] or 0.0, 6),
-        }
+        out[f"{role}:{row['model']}"] = Usage(
+            prompt_tokens=row["prompt_tokens"] or 0,
+            completion_tokens=row["completion_tokens"] or 0,
+            cost_usd=round(row["cost_usd"] or 0.0, 6),
+        )
     return out

@@ -105,7 +105,7 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
 def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam")) -> None:
     """List the options of a protocol's config section (the YAML section named after it)."""
     from proctor.cli.options import option_rows, prose
-    from proctor.protocols.registry import get_protocol, protocol_names
+    from proctor.kit.registry import get_protocol, protocol_names
 
     if protocol not in protocol_names():
         raise UserError(
@@ -147,7 +147,7 @@ def demo(
     its IRT table. `--all` runs every protocol's demo; `--only kieval,reckon` the ones named."""
     from proctor.config import RunConfig
     from proctor.config_paths import config_dir
-    from proctor.protocols.registry import get_protocol, protocol_names
+    from proctor.kit.registry import get_protocol, protocol_names
     from proctor.runner import run_config
 
     data = resources.files("proctor") / "data"

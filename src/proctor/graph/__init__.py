@@ -2,7 +2,7 @@
 corpus and extraction model and reused by every later run: the interview protocol's knowledge paths,
 rageval's multi-hop questions, and the topics of the knowledge map."""
 
-from proctor.graph.build import GraphBuild, assemble, build_context_graph
+from proctor.graph.build import GraphBuild, assemble
 from proctor.graph.model import ContextGraph, Edge, Entity, GraphStats, derive_edges
 from proctor.graph.names import MERGE_THRESHOLD, fold, merge_groups
 from proctor.graph.paths import LINK_THRESHOLD, KnowledgePath, PathSampler, PathStep
@@ -21,7 +21,6 @@ __all__ = [
     "PathSampler",
     "PathStep",
     "assemble",
-    "build_context_graph",
     "derive_edges",
     "fold",
     "merge_groups",

@@ -1,36 +1,20 @@
-"""Building a corpus's context graph: the examiner lists each chunk's named entities (a few chunks per
-call, JSON schema), names the chunk does not contain are dropped (small models invent), names are folded
-and near-duplicates merged, and the graph is saved for every later run on the same corpus."""
+"""Assembling a corpus's context graph from the entity names listed per chunk: names the chunk does not
+contain are dropped (small models invent), names are folded and near-duplicates merged. The extraction
+step that asks the examiner for the names is the kit's (`proctor.kit.shared.graph`)."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel
 
 from proctor.corpus.types import Chunk
 from proctor.graph.model import ContextGraph, Entity, derive_edges
 from proctor.graph.names import MERGE_THRESHOLD, display_name, fold, merge_groups
-from proctor.graph.store import GraphStore
-from proctor.models.cache import default_cache_dir
-from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
-from proctor.protocols.steps import Payload
-
-PROMPT = "graph/entities"
-EXTRACTION_VERSION = 2  # bump when reading the replies changes: a stored graph is then rebuilt
-MAX_NAME = 80  # characters; longer "names" are sentences a small model copied, not entities
-
-
-class EntityBatch(Payload):
-    """The entity names the examiner gave for a batch of chunks, by chunk id, as written."""
-
-    KIND: ClassVar[str] = "graph_entities"
-    entities: dict[str, list[str]]
+from proctor.ids import content_id
 
 
 class GraphBuild(BaseModel):
@@ -46,103 +30,9 @@ class GraphBuild(BaseModel):
     entities: int = 0
 
 
-def _schema(max_entities: int) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "passages": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "entities": {"type": "array", "items": {"type": "string"}, "maxItems": max_entities},
-                    },
-                    "required": ["id", "entities"],
-                },
-            }
-        },
-        "required": ["passages"],
-    }
-
-
-def _in_text(name: str, text: str) -> bool:
+def in_text(name: str, text: str) -> bool:
     words = re.findall(r"\w+", name.casefold())
     return bool(words) and re.search(r"\W+".join(map(re.escape, words)), text.casefold()) is not None
-
-
-async def build_context_graph(
-    ctx: RunContext[Any],
-    *,
-    role: str = "examiner",
-    batch_size: int = 4,
-    max_entities: int = 8,
-    merge_threshold: float = MERGE_THRESHOLD,
-    store_path: Path | None = None,
-) -> tuple[ContextGraph, GraphBuild]:
-    """The graph of the run's corpus: loaded when a graph with the same key was built before (no model
-    call), else extracted (failed batches are recorded on their items and leave their chunks without
-    entities; such a partial graph is not saved, so a later run completes it)."""
-    chunks = ctx.corpus.chunks
-    model = ctx.role(role)
-    embedder = ctx.embedder if ctx.config.embedder else None
-    key = work_key(
-        "graph",
-        EXTRACTION_VERSION,
-        ctx.corpus.fingerprint,
-        model.provider.identity(),
-        prompt_version(PROMPT),
-        batch_size,
-        max_entities,
-        merge_threshold,
-        embedder.identity() if embedder is not None else None,
-    )
-    store = GraphStore(store_path or Path(ctx.config.cache_dir or default_cache_dir()) / "graphs.sqlite")
-    try:
-        found = store.load(key)
-        if found is not None:
-            info = GraphBuild.model_validate({**(store.info(key) or {}), "reused": True})
-            return found, info
-        batches = [list(chunks[i : i + batch_size]) for i in range(0, len(chunks), batch_size)]
-
-        async def extract(batch: list[Chunk]) -> EntityBatch:
-            passages = [{"id": str(i + 1), "text": c.text} for i, c in enumerate(batch)]
-            reply = await model.generate(
-                render_messages(PROMPT, passages=passages, max_entities=max_entities),
-                json_schema=_schema(max_entities),
-                temperature=0.0,
-                max_tokens=24 * max_entities * len(batch) + 32,
-            )
-            found_names: dict[str, list[str]] = {c.chunk_id: [] for c in batch}
-            entries = [p for p in reply.parsed["passages"] if isinstance(p, dict)]
-            for pos, p in enumerate(entries):
-                # Small models write the id as "1", "[1]", "passage1" or "passage 1"; take its number, and
-                # fall back to the position when the entries line up one per passage.
-                digits = re.search(r"\d+", str(p.get("id", "")))
-                ref = int(digits.group()) if digits else (pos + 1 if len(entries) == len(batch) else 0)
-                if 1 <= ref <= len(batch):
-                    names = [" ".join(str(n).split()) for n in p.get("entities") or []]
-                    found_names[batch[ref - 1].chunk_id] += [n for n in names if n and len(n) <= MAX_NAME]
-            return EntityBatch(entities=found_names)
-
-        outcomes = await ctx.map(
-            "graph: extracting entities",
-            batches,
-            extract,
-            key=lambda b: work_key("ge", key, [c.chunk_id for c in b]),
-            role=role,
-            output=EntityBatch,
-            context=lambda b: {"chunk_ids": [c.chunk_id for c in b]},
-        )
-        names = {cid: ns for o in outcomes if o.value is not None for cid, ns in o.value.entities.items()}
-        failed = sum(len(o.unit) for o in outcomes if o.value is None)
-        graph, info = assemble(key, chunks, names, embedder, merge_threshold)
-        info.chunks_failed = failed
-        if not failed:
-            store.save(graph, info.model_dump())
-        return graph, info
-    finally:
-        store.close()
 
 
 def assemble(
@@ -160,7 +50,7 @@ def assemble(
         for name in names.get(chunk.chunk_id, []):
             info.names += 1
             k = fold(name)
-            if not k or not _in_text(name, chunk.text):
+            if not k or not in_text(name, chunk.text):
                 info.names_not_in_chunk += 1
                 continue
             surface.setdefault(k, Counter())[name] += 1
@@ -183,7 +73,7 @@ def assemble(
         order = {c.chunk_id: i for i, c in enumerate(chunks)}
         seen.sort(key=lambda m: order[m[0]])
         entities.append(
-            Entity(work_key("ent", keys[root]), display_name(forms), tuple(sorted(forms)), tuple(seen))
+            Entity(f"ent_{content_id(keys[root])}", display_name(forms), tuple(sorted(forms)), tuple(seen))
         )
     info.entities = len(entities)
     return ContextGraph(key, entities, derive_edges(entities)), info

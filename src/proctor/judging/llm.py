@@ -195,7 +195,7 @@ class JudgeStyle:
 # proctor's default judge style (`judge_panel` defaults): the verdict alone — measured on
 # bench/judge_agreement.py's labelled sets with the embedded 1.5B (bench/README.md). Without the reason the
 # small judge is less often talked out of a right answer with extra detail. Its threshold is the judge's own
-# verdict; `proctor.protocols.shared.judges` lowers it where the equivalence guards stand behind the judge.
+# verdict; `proctor.kit.shared.judges` lowers it where the equivalence guards stand behind the judge.
 DEFAULT_STYLE = JudgeStyle(verdict_only=True)
 
 

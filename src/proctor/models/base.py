@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.models.cache import CallCache, cache_key
+from proctor.dependencies import note_model
 from proctor.models.recording import CallRecord, current_scope
 from proctor.models.retry import RetryableError, RetryPolicy
 from proctor.models.structured import ParseError, parse_json, reask_message
@@ -129,9 +130,17 @@ class Model:
         self._tools_ok: bool | None = None
         # Why `supports_tools` answered as it did (declared, or what the probe saw); None until asked.
         self.tools_note: str | None = None
+        self._identity_hash: str | None = None
 
     def __repr__(self) -> str:
         return f"Model({self.spec})"
+
+    def identity_hash(self) -> str:
+        """A short hash of what makes this model's replies differ (its provider identity): how a stored
+        result names the model it came from (`proctor.dependencies`)."""
+        if self._identity_hash is None:
+            self._identity_hash = cache_key(self.provider.identity(), {})[:16]
+        return self._identity_hash
 
     def _semaphore(self) -> asyncio.Semaphore:
         # One limiter per event loop: a Semaphore is bound to the loop that first awaits it.
@@ -347,6 +356,7 @@ class Model:
         same reply, as they would from the cache, and the server is asked once.
         """
         scope = current_scope()
+        note_model(self.identity_hash())
         key = cache_key(self.provider.identity(), {"messages": messages, "params": params.as_key()})
         if self.cache is not None:
             hit = self.cache.get(key)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 
+from proctor.dependencies import note_prompt
 from proctor.models.types import Message
 
 PROMPT_DIR = Path(__file__).parent
@@ -60,7 +61,22 @@ def prompt_path(template: str) -> Path:
     return (PROTOCOLS_DIR if resolved != template else PROMPT_DIR) / resolved
 
 
+def file_version(template: str) -> str:
+    """Hash of a template file's text as it is now (re-read when the file changes)."""
+    path = prompt_path(template)
+    st = path.stat()
+    return _file_version(path, st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _file_version(path: Path, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
 def render_text(template: str, **variables: object) -> str:
+    """Render one template; the step running it records the file's version (`proctor.dependencies`), so
+    a changed prompt file re-runs exactly the steps that rendered it on `--resume`."""
+    note_prompt(template, file_version(template))
     return _env.get_template(template).render(**variables).strip()
 
 

@@ -1,6 +1,6 @@
-"""Static, self-contained HTML report of a run, built from the run store only.
+"""Static, self-contained HTML report of a run, built from its run record (`proctor.load_run`) only.
 
-`write_report(store, path)` writes one HTML file that opens offline; `render_report_html(store)`
+`write_report(run, path)` writes one HTML file that opens offline; `render_report_html(run)`
 returns the same page as a string. Protocols add their own section to `SECTIONS`
 (see `proctor.report.sections`).
 """

@@ -19,6 +19,8 @@ from jinja2 import BaseLoader, ChoiceLoader, Environment, FileSystemLoader, Stri
 TEMPLATES = Path(__file__).parent / "templates"
 # A protocol's section template lives in its package: `<protocol>/report.html.j2` under this folder.
 PROTOCOLS = Path(__file__).parent.parent / "protocols"
+# The kit's own templates (the default section every protocol gets): `templates/<name>` under the kit.
+KIT = Path(__file__).parent.parent / "kit"
 DASH = "—"
 
 
@@ -108,7 +110,7 @@ def new_environment(loader: BaseLoader, **filters: Callable[..., Any]) -> Enviro
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The reports' shared environment (core templates and each protocol's)."""
-    return new_environment(ChoiceLoader([FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS))]))
+    return new_environment(ChoiceLoader([FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS)), FileSystemLoader(str(KIT))]))
 
 
 def render_template(name: str, **context: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from proctor.models.recording import CallRecord
 from proctor.sqlite_db import ThreadLocalDB
+from proctor.store.record import call_totals
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -52,6 +53,10 @@ class RunStore:
         # Stores written before judgments had a cause column gain it (NULL for old rows).
         if "error_cause" not in {r[1] for r in conn.execute("PRAGMA table_info(judgments)")}:
             conn.execute("ALTER TABLE judgments ADD COLUMN error_cause TEXT")
+        # ... and a deps column: what the unit depended on (`proctor.dependencies`; NULL for old rows).
+        for table in ("items", "judgments"):
+            if "deps" not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN deps TEXT")
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM items").fetchone()
         self._seq = int(row[0])
         # Live counters for progress display (this process's calls only).
@@ -98,14 +103,16 @@ class RunStore:
         status: str = "done",
         error: str | None = None,
         error_cause: str | None = None,
+        deps: Any = None,
     ) -> None:
-        """Insert or replace an item; its first insertion order (`seq`) is kept for stable exports."""
+        """Insert or replace an item; its first insertion order (`seq`) is kept for stable exports.
+        `deps`: what producing it depended on (prompt versions, model identities), for resume checks."""
         conn = self._conn()
         row = conn.execute("SELECT seq FROM items WHERE key=?", (key,)).fetchone()
         seq = row[0] if row else self._next_seq()
         conn.execute(
-            "INSERT OR REPLACE INTO items (key, kind, status, data, error, error_cause, seq, updated) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO items (key, kind, status, data, error, error_cause, seq, updated, deps) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 key,
                 kind,
@@ -115,6 +122,7 @@ class RunStore:
                 error_cause,
                 seq,
                 time.time(),
+                None if deps is None else json.dumps(deps, sort_keys=True),
             ),
         )
 
@@ -172,14 +180,7 @@ class RunStore:
 
     def call_totals(self) -> list[dict[str, Any]]:
         """Per role and model: calls, cache hits, errors, tokens, nominal cost, and cost actually spent."""
-        rows = self._conn().execute(
-            "SELECT role, provider || '/' || model AS model, COUNT(*) AS calls, SUM(cached) AS cache_hits,"
-            " SUM(error IS NOT NULL) AS errors, SUM(prompt_tokens) AS prompt_tokens,"
-            " SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd,"
-            " SUM(CASE WHEN cached=0 THEN cost_usd ELSE 0 END) AS spent_usd, AVG(latency_s) AS mean_latency_s"
-            " FROM model_calls GROUP BY role, model ORDER BY role, model"
-        )
-        return [dict(r) for r in rows]
+        return call_totals(self._conn())
 
     # --- judgments --------------------------------------------------------------------------------
     def put_judgment(
@@ -193,12 +194,13 @@ class RunStore:
         error: str | None = None,
         error_cause: str | None = None,
         data: Any = None,
+        deps: Any = None,
     ) -> None:
         """Insert or replace one judge's decision on an item; a failed judgment carries `error` and its
         `error_cause` from the one cause vocabulary (`proctor.errors`), as items do."""
         self._conn().execute(
-            "INSERT OR REPLACE INTO judgments"
-            " (item_key, judge, verdict, score, reason, error, error_cause, data) VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO judgments (item_key, judge, verdict, score, reason, error, error_cause,"
+            " data, deps) VALUES (?,?,?,?,?,?,?,?,?)",
             (
                 item_key,
                 judge,
@@ -208,6 +210,7 @@ class RunStore:
                 error,
                 error_cause,
                 json.dumps(data, ensure_ascii=False),
+                None if deps is None else json.dumps(deps, sort_keys=True),
             ),
         )
 
@@ -327,10 +330,12 @@ def _column(values: list[Any]) -> list[Any]:
 def _judgment(row: sqlite3.Row) -> dict[str, Any]:
     d = dict(row)
     d["data"] = json.loads(d["data"]) if d.get("data") else None
+    d["deps"] = json.loads(d["deps"]) if d.get("deps") else None
     return d
 
 
 def _item(row: sqlite3.Row) -> dict[str, Any]:
     d = dict(row)
     d["data"] = json.loads(d["data"]) if d.get("data") else None
+    d["deps"] = json.loads(d["deps"]) if d.get("deps") else None
     return d

@@ -176,9 +176,11 @@ def run_metaeval(
     try:
         _put_metrics(store, meta)
         if report and (folder / "report.html").is_file():
+            from proctor.kit.record import load_run
             from proctor.report import write_report
 
-            write_report(store, folder / "report.html")
+            with load_run(folder) as run:
+                write_report(run, folder / "report.html")
     finally:
         store.close()
     return result

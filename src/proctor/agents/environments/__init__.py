@@ -4,23 +4,21 @@ current document of Lookup) never leaks between questions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from proctor.agents.tools import Tool, Toolbox, tool
+from proctor.corpus.types import Chunk
 from proctor.errors import UserError
 
-if TYPE_CHECKING:
-    from proctor.protocols.context import RunContext
 
-
-def make_environment(spec: str, ctx: RunContext[Any], where: str) -> Callable[[], Toolbox]:
-    """`documents` (the run's corpus), `database:<schema.yaml>`, or a user's tools (`mypkg.tools:TOOLS` or
-    `path/to/tools.py:TOOLS`, a list of typed functions) -> a factory of fresh tool sessions."""
+def make_environment(spec: str, chunks: Callable[[], Sequence[Chunk]], where: str) -> Callable[[], Toolbox]:
+    """`documents` (the run's corpus: `chunks()` gives its chunks, read only for this kind), a database
+    (`database:<schema.yaml>`), or a user's tools (`mypkg.tools:TOOLS` or `path/to/tools.py:TOOLS`, a list
+    of typed functions) -> a factory of fresh tool sessions."""
     if spec == "documents":
         from proctor.agents.environments.documents import DocumentEnvironment
 
-        return DocumentEnvironment(ctx.corpus.chunks).session
+        return DocumentEnvironment(list(chunks())).session
     if spec.startswith("database:"):
         from proctor.agents.environments.database import DatabaseEnvironment
 

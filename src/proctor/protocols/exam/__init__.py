@@ -10,7 +10,7 @@ adaptive testing on the calibrated exam.
 
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.run import run
-from proctor.protocols.registry import Protocol, Role
+from proctor.kit.registry import Protocol, Role
 
 PROTOCOL = Protocol(
     name="exam",

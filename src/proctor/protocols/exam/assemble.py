@@ -152,7 +152,7 @@ def assemble_exam(
 
     `cfg` is the protocol `Config`; `emb` an `Embeddings` or None (embedding filters skipped);
     `example_passage` the examiner prompt's worked example (for the `copies_example` filter)."""
-    from proctor.protocols.context import work_key
+    from proctor.kit.context import work_key
     from proctor.protocols.exam.filters import ExampleTerms, compile_patterns, filter_draft, near_duplicates
 
     patterns = compile_patterns(cfg.filters.not_self_contained)

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 from proctor.models.types import Message
 from proctor.prompts import prompt_path, prompt_version, render_messages, render_text
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
-from proctor.protocols.steps import Outcome, Payload
+from proctor.kit.steps import Outcome, Payload
 
 PROMPT = "exam/generate"
 EXAMPLE_FILES = ("exam/example_passage.j2", "exam/example_reply.j2")

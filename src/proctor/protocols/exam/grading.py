@@ -17,9 +17,9 @@ from proctor.config import CandidateConfig
 from proctor.constants import LETTERS
 from proctor.errors import StepError, UserError
 from proctor.prompts import prompt_version, render_messages, render_text
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.exam.config import Config, Retriever
-from proctor.protocols.steps import Outcome, Payload
+from proctor.kit.steps import Outcome, Payload
 
 PROMPT = "exam/answer"
 LOGLIK_PROMPT = "exam/answer_loglik"  # plain text continued by each option (option_loglik)

@@ -29,7 +29,7 @@ from proctor.estimates import Estimate
 from proctor.models.base import Model
 from proctor.models.types import Message
 from proctor.prompts import prompt_version
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.grading import (
     LOGLIK_PROMPT,
@@ -37,7 +37,7 @@ from proctor.protocols.exam.grading import (
     answer_loglik_prompt,
     answer_messages,
 )
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 
 SAMPLE_TEMPERATURE = 0.7
 TOP_LOGPROBS = 10

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from proctor.protocols.context import RunContext
-from proctor.protocols.steps import Payload
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Payload
 
 BLOOM_LEVELS = ("remember", "understand", "apply", "analyze", "evaluate", "create")
 QUESTION_WORDS = ("what", "which", "how", "why", "when", "where", "who", "other")
@@ -169,7 +169,7 @@ async def label_exam(
     Examiner batches are keyed items (`exam_labels`), so resumes and re-runs repeat no call; a failed or
     unparseable batch leaves its questions to the rules."""
     from proctor.prompts import prompt_version, render_messages
-    from proctor.protocols.context import work_key
+    from proctor.kit.context import work_key
 
     found: dict[str, dict[str, Any]] = {}
     if use_examiner and exam:

@@ -16,6 +16,7 @@ from proctor.protocols.exam.grading import ExamResponse
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
+from proctor.kit.record import Run
 from proctor.store import RunStore
 
 BASELINES = (
@@ -405,6 +406,11 @@ def exam_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     """HTML fragment of the exam protocol section."""
     return render_template("exam/report.html.j2", **exam_context(store))

@@ -16,7 +16,7 @@ from typing import Any
 
 from proctor.errors import UserError
 from proctor.estimates import Estimate
-from proctor.protocols.context import RunContext, successes
+from proctor.kit.context import RunContext, successes
 from proctor.protocols.exam import generation
 from proctor.protocols.exam.assemble import assemble_exam
 from proctor.protocols.exam.config import Config
@@ -32,7 +32,7 @@ from proctor.protocols.exam.guessability import (
 )
 from proctor.protocols.exam.labels import label_exam
 from proctor.protocols.exam.stats import bias_baselines, distribution, max_baseline_gap
-from proctor.protocols.steps import Outcome
+from proctor.kit.steps import Outcome
 
 log = logging.getLogger("proctor")
 BREAKDOWNS = ("bloom", "question_word", "topic")

@@ -5,7 +5,7 @@ feedback by re-answering (ACC1 / ACC2 / CR / CtE), with the paper's ablations si
 
 from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.run import run
-from proctor.protocols.registry import Protocol, Role
+from proctor.kit.registry import Protocol, Role
 
 PROTOCOL = Protocol(
     name="interview",

@@ -4,7 +4,7 @@ extension questions and the validation re-answers.
 Grading: a multiple-choice answer is right when the letter it names is the key (a reply naming no option is
 an error on its item, cause `unparseable`, never a silently wrong answer); a short answer is decided by
 exact match / the deterministic equivalence rules when they are sure, else by the LLM judge with the
-reference, whose "correct" the guards may overrule (`proctor.protocols.shared.judges`). A failed answer or
+reference, whose "correct" the guards may overrule (`proctor.kit.shared.judges`). A failed answer or
 judgment leaves the question unscored.
 """
 
@@ -22,12 +22,12 @@ from proctor.constants import LETTERS
 from proctor.errors import StepError
 from proctor.judging import exact_match, f1
 from proctor.models.base import Model
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.interview.config import Config
-from proctor.protocols.shared.answers import AnswerItem
-from proctor.protocols.shared.judges import JUDGE_NAMES, judge_answers
-from proctor.protocols.shared.question_file import Difficulty
-from proctor.protocols.steps import Outcome
+from proctor.kit.shared.answers import AnswerItem
+from proctor.kit.shared.judges import JUDGE_NAMES, judge_answers
+from proctor.kit.shared.question_file import Difficulty
+from proctor.kit.steps import Outcome
 
 Stage = Literal["base", "extension", "validation"]
 JUDGE = JUDGE_NAMES["with_reference"]

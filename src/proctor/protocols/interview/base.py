@@ -11,12 +11,12 @@ from pydantic import Field
 
 from proctor.errors import StepError, UserError
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.exam.exam_file import read_exam
 from proctor.protocols.interview.config import Config
-from proctor.protocols.shared.question_file import DIFFICULTIES, Difficulty, load_questions
-from proctor.protocols.shared.questions import Question
-from proctor.protocols.steps import Payload, read_items
+from proctor.kit.shared.question_file import DIFFICULTIES, Difficulty, load_questions
+from proctor.kit.shared.questions import Question
+from proctor.kit.steps import Payload, read_items
 from proctor.store import RunStore
 
 LABEL_PROMPT = "interview/label_difficulty"

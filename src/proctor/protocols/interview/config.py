@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proctor.config_paths import ConfigFile
-from proctor.protocols.shared.question_file import BenchmarkQuestionsConfig
+from proctor.kit.shared.question_file import BenchmarkQuestionsConfig
 
 Variant = Literal["full", "no_graph", "no_adaptive", "no_extension", "direct"]
 VARIANTS: dict[str, str] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from proctor.protocols.shared.question_file import Difficulty
+from proctor.kit.shared.question_file import Difficulty
 
 CORRECT: dict[Difficulty, float] = {"easy": 1.0, "medium": 1.5, "hard": 2.0}
 WRONG: dict[Difficulty, float] = {"easy": 0.0, "medium": 0.0, "hard": -0.2}

@@ -20,16 +20,16 @@ from proctor.config import CandidateConfig
 from proctor.errors import StepError
 from proctor.models.base import Model
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.interview.answers import Ask, grade
 from proctor.protocols.interview.answers import ask as ask_candidates
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.difficulty import next_tier
 from proctor.protocols.interview.paths import KnowledgeSource, KnowledgeText
-from proctor.protocols.shared.question_file import Difficulty
-from proctor.protocols.shared.questions import support
-from proctor.protocols.steps import Payload
+from proctor.kit.shared.question_file import Difficulty
+from proctor.kit.shared.questions import support
+from proctor.kit.steps import Payload
 
 GENERATE_PROMPT = "interview/generate"
 FILTERS_VERSION = 2  # part of the generation key: stored questions are re-filtered when the filters change

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.extension import Interview
-from proctor.protocols.steps import Outcome, Payload
+from proctor.kit.steps import Outcome, Payload
 
 FEEDBACK_PROMPT = "interview/feedback"
 DIRECT_PROMPT = "interview/direct_feedback"

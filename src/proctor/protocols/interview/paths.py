@@ -17,10 +17,10 @@ from pydantic import Field
 
 from proctor.graph import ContextGraph, PathSampler
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import Config
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 
 SEED_PROMPT = "interview/seed_entities"
 

@@ -13,6 +13,7 @@ from proctor.protocols.interview import plots
 from proctor.protocols.interview.config import VARIANTS
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
+from proctor.kit.record import Run
 from proctor.store import RunStore
 
 
@@ -49,6 +50,11 @@ def interview_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     """HTML fragment of the interview section."""
     return render_template("interview/report.html.j2", **interview_context(store))

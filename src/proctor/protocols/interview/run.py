@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from proctor.graph import GraphBuild, build_context_graph
+from proctor.graph import GraphBuild
+from proctor.kit.shared.graph import build_context_graph
 from proctor.prompts import prompt_version, render_text
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.interview.answers import Ask, ask, grade
 from proctor.protocols.interview.base import BaseQuestion, batches, label_difficulty, load_base, sample
 from proctor.protocols.interview.config import Config

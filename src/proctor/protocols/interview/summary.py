@@ -10,7 +10,7 @@ from typing import Any
 
 from proctor.estimates import Estimate
 from proctor.graph import ContextGraph, GraphBuild
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import VARIANTS, Config
 from proctor.protocols.interview.difficulty import CORRECT, WRONG, score
@@ -18,7 +18,7 @@ from proctor.protocols.interview.extension import Interview
 from proctor.protocols.interview.feedback import Feedback
 from proctor.protocols.interview.paths import KnowledgeText
 from proctor.protocols.interview.validation import validation_rates
-from proctor.protocols.shared.question_file import DIFFICULTIES
+from proctor.kit.shared.question_file import DIFFICULTIES
 
 SNIPPET = 320  # characters of each path chunk shown in the report
 

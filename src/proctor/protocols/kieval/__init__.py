@@ -5,7 +5,7 @@ round on five aspects and may stop early; a decaying-weight score summarises eac
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.run import run
 from proctor.protocols.kieval.scoring import contamination, score
-from proctor.protocols.registry import Protocol, Role
+from proctor.kit.registry import Protocol, Role
 
 __all__ = ["PROTOCOL", "contamination", "score"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.errors import UserError
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.kieval.config import Config
 
 

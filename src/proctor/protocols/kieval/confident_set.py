@@ -12,10 +12,10 @@ from proctor.candidates.multiple_choice import letter_probs, parse_letter
 from proctor.constants import LETTERS
 from proctor.models.types import Completion
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.seeds import SeedQuestion
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 
 
 class ConfidenceCheck(Payload):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from proctor.protocols.shared.question_file import QuestionsConfig
+from proctor.kit.shared.question_file import QuestionsConfig
 
 
 class ConfidentSetConfig(BaseModel):

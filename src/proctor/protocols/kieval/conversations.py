@@ -17,14 +17,14 @@ from proctor.constants import LETTERS
 from proctor.errors import StepError
 from proctor.models.types import Message
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
-from proctor.protocols.conversation import Panel, RoundData, Transcript, Turn, converse
+from proctor.kit.context import RunContext, work_key
+from proctor.kit.conversation import Panel, RoundData, Transcript, Turn, converse
 from proctor.protocols.kieval.candidates import KCandidate
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.scoring import ASPECTS, STOP_REASONS, score, vote_scores, vote_stop
 from proctor.protocols.kieval.seeds import SeedQuestion
 from proctor.protocols.kieval.static_mc import MCAnswer, mc_messages
-from proctor.protocols.steps import Failure, Outcome, Payload
+from proctor.kit.steps import Failure, Outcome, Payload
 
 ROUND_KIND = "kieval_round"
 EVALUATOR_JUDGE = "kieval_evaluator"

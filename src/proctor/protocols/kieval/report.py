@@ -18,6 +18,7 @@ from proctor.protocols.kieval.run import Q_KIND
 from proctor.protocols.kieval.static_mc import MCAnswer
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
+from proctor.kit.record import Run
 from proctor.store import RunStore
 
 ASPECTS = ("accuracy", "logic", "relevance", "coherence", "conciseness")
@@ -282,6 +283,11 @@ def kieval_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     """HTML fragment of the KIEval section."""
     return render_template("kieval/report.html.j2", **kieval_context(store))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.kieval.candidates import build_candidates, evaluator_names
 from proctor.protocols.kieval.confident_set import confident_set, sample_questions
 from proctor.protocols.kieval.config import Config

@@ -1,5 +1,5 @@
 """Seed questions for KIEval: the multiple-choice records of a benchmark question file (read by
-`proctor.protocols.shared.question_file`, which recognises ARC, MMLU, MedQA, QuALITY and the `exam`
+`proctor.kit.shared.question_file`, which recognises ARC, MMLU, MedQA, QuALITY and the `exam`
 protocol's JSONL without configuration; explicit field names in `kieval.questions` win)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from proctor.constants import LETTERS
-from proctor.protocols.shared.question_file import QuestionsConfig, load_questions
+from proctor.kit.shared.question_file import QuestionsConfig, load_questions
 
 
 @dataclass(frozen=True)

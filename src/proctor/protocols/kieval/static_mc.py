@@ -9,11 +9,11 @@ from proctor.candidates.multiple_choice import parse_letter
 from proctor.constants import LETTERS
 from proctor.models.types import Message
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.kieval.candidates import KCandidate
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.seeds import SeedQuestion
-from proctor.protocols.steps import Outcome, Payload
+from proctor.kit.steps import Outcome, Payload
 
 
 class MCAnswer(Payload):

@@ -7,14 +7,14 @@ from collections import Counter
 from typing import Any
 
 from proctor.estimates import Estimate
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.kieval.candidates import KCandidate
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.conversations import ConversationItem, KConversation
 from proctor.protocols.kieval.scoring import ASPECTS, contamination
 from proctor.protocols.kieval.seeds import SeedQuestion
 from proctor.protocols.kieval.static_mc import MCAnswer
-from proctor.protocols.steps import Outcome
+from proctor.kit.steps import Outcome
 
 
 def _put(ctx: RunContext[Config], name: str, subject: str, e: Estimate) -> dict[str, Any]:

@@ -4,9 +4,10 @@ The examiner writes open questions with reference answers from corpus chunks; ea
 or RAG) answers; answers are scored by EM/F1 and by LLM judges with and without the reference.
 """
 
+from proctor.kit.registry import Protocol, Role
 from proctor.protocols.qa.config import Config
+from proctor.protocols.qa.result import QaResult
 from proctor.protocols.qa.run import run
-from proctor.protocols.registry import Protocol, Role
 
 PROTOCOL = Protocol(
     name="qa",
@@ -20,4 +21,5 @@ PROTOCOL = Protocol(
         ),
     ),
     run=run,
+    result=QaResult,
 )

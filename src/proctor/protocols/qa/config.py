@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.protocols.shared.judges import PanelConfig
+from proctor.kit.shared.judges import PanelConfig
 
 
 class Config(BaseModel):

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from proctor.kit.record import Run
+from proctor.kit.shared.questions import Question
 from proctor.protocols.qa.run import QaAnswer
-from proctor.protocols.shared.questions import Question
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.store import RunStore
@@ -367,6 +368,11 @@ def qa_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     """HTML fragment of the qa protocol section."""
     return render_template("qa/report.html.j2", **qa_context(store))

@@ -5,19 +5,20 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from proctor.estimates import Estimate
-from proctor.prompts import prompt_version
-from proctor.protocols.context import RunContext, successes, work_key
-from proctor.protocols.qa.config import Config
-from proctor.protocols.shared.answers import AnswerItem, AnswerTask, answer_questions
-from proctor.protocols.shared.judges import JUDGE_NAMES, Panel, judge_answers
-from proctor.protocols.shared.questions import (
+from proctor.kit.context import RunContext, successes
+from proctor.kit.shared.answers import AnswerItem, AnswerTask, answer_questions
+from proctor.kit.shared.judges import JUDGE_NAMES, Panel, judge_answers
+from proctor.kit.shared.questions import (
     GenerationStats,
     Question,
     QuestionTask,
     keep_questions,
     write_questions,
 )
-from proctor.protocols.steps import Judgment, Outcome
+from proctor.kit.steps import Judgment, Outcome
+from proctor.prompts import prompt_version
+from proctor.protocols.qa.config import Config
+from proctor.protocols.qa.result import JudgedAccuracy, QaCandidate, QaResult
 
 PROMPT = "qa/generate"
 
@@ -33,7 +34,7 @@ class QaAnswer(AnswerItem):
     judge_without_reference: dict[str, Any] | None = None
 
 
-async def run(ctx: RunContext[Config]) -> dict[str, Any]:
+async def run(ctx: RunContext[Config]) -> QaResult:
     questions, gen_stats = await _questions(ctx)
     answers = await _answers(ctx, questions)
     verdicts, judge_failures = await _judge(ctx, answers)
@@ -50,10 +51,9 @@ async def _questions(ctx: RunContext[Config]) -> tuple[list[Question], Generatio
     for i in range(ctx.settings.num_questions):
         chunk = chunks[int(order[i % len(chunks)])]
         variant = i // len(chunks)
-        key = work_key("q", chunk.chunk_id, variant, version, examiner.provider.identity(), ctx.config.seed)
         tasks.append(
             QuestionTask(
-                key,
+                (chunk.chunk_id, variant, ctx.config.seed),
                 {"passage": chunk.text, "variant": variant},
                 seed=ctx.config.seed + variant,
                 source_chunk_ids=[chunk.chunk_id],
@@ -69,17 +69,11 @@ async def _questions(ctx: RunContext[Config]) -> tuple[list[Question], Generatio
         max_tokens=ctx.settings.question_max_tokens,
         output=Question,
     )
-    kept, stats = keep_questions(outcomes)
-    ctx.store.put_artifact("generation_stats", stats.model_dump())
-    return kept, stats
+    return keep_questions(outcomes)
 
 
 async def _answers(ctx: RunContext[Config], questions: list[Question]) -> list[Outcome[AnswerTask, QaAnswer]]:
-    tasks = [
-        AnswerTask(work_key("a", *ctx.candidate_identity(c), q.question_id), ctx.candidate(c), q)
-        for c in ctx.config.candidates
-        for q in questions
-    ]
+    tasks = [AnswerTask(ctx.candidate(c), q) for c in ctx.config.candidates for q in questions]
     return await answer_questions(ctx, tasks, output=QaAnswer)
 
 
@@ -89,9 +83,15 @@ async def _judge(
     """EM and F1 as score-only judgments, then each configured LLM judge; verdicts are copied onto the
     answer items so exports carry them."""
     answered = [(o.key, o.value) for o in answers if o.value is not None]
-    for key, a in answered:
-        ctx.store.put_judgment(key, "em", verdict=None, score=a.em, reason=None)
-        ctx.store.put_judgment(key, "f1", verdict=None, score=a.f1, reason=None)
+    for metric in ("em", "f1"):
+        await ctx.judge(
+            f"scoring ({metric})",
+            answered,
+            lambda unit, m=metric: _lexical(unit[1], m),
+            item_key=lambda unit: unit[0],
+            judge=metric,
+            role=None,
+        )
     verdicts: Verdicts = {}
     failures: JudgeFailures = set()
     if not ctx.settings.judges:
@@ -105,8 +105,10 @@ async def _judge(
                 verdicts.setdefault(o.key, {})[JUDGE_NAMES[kind]] = o.value
             else:
                 failures.add((o.key, JUDGE_NAMES[kind]))
-    for key, a in answered:
-        mine = verdicts.get(key, {})
+
+    def with_verdicts(o: Outcome[AnswerTask, QaAnswer]) -> QaAnswer:
+        assert o.value is not None
+        mine = verdicts.get(o.key, {})
         update = {
             f"judge_{kind}": (
                 {
@@ -120,8 +122,15 @@ async def _judge(
             )
             for kind in ctx.settings.judges
         }
-        ctx.store.put_item(key, QaAnswer.KIND, a.model_copy(update=update).model_dump(mode="json"))
+        return o.value.model_copy(update=update)
+
+    await ctx.revise(answers, with_verdicts)
     return verdicts, failures
+
+
+async def _lexical(answer: QaAnswer, metric: str) -> Judgment:
+    """EM or F1 of an answer as a score-only judgment (computed when the answer was stored)."""
+    return Judgment(score=answer.em if metric == "em" else answer.f1)
 
 
 def _summary(
@@ -130,37 +139,20 @@ def _summary(
     verdicts: Verdicts,
     judge_failures: JudgeFailures,
     gen_stats: GenerationStats,
-) -> dict[str, Any]:
-    summary: dict[str, Any] = {
-        "protocol": "qa",
-        "config_hash": ctx.config.config_hash(),
-        "questions": gen_stats.model_dump(),
-        "candidates": {},
-    }
+) -> QaResult:
+    candidates: dict[str, QaCandidate] = {}
     for ccfg in ctx.config.candidates:
         mine = [o for o in answers if o.unit.candidate.name == ccfg.name]
         ok = [o for o in mine if o.value is not None]
-        res: dict[str, Any] = {
-            "model": ctx.candidate_label(ccfg),
-            "retriever": ccfg.retriever,
-            "questions": len(mine),
-            "answered": len(ok),
-            "answer_errors": len(mine) - len(ok),
-        }
+        accuracy: dict[str, JudgedAccuracy] = {}
         for kind in ctx.settings.judges:
             name = JUDGE_NAMES[kind]
             scores = [j.score for o in ok if (j := verdicts.get(o.key, {}).get(name)) and j.score is not None]
             acc = Estimate.proportion(int(sum(scores)), len(scores))
-            ctx.store.put_metric(f"accuracy.{name}", ccfg.name, acc.value, lo=acc.lo, hi=acc.hi, n=acc.n)
-            res[f"accuracy_{kind}"] = {
-                **acc.model_dump(),
-                "judge_errors": sum(1 for o in ok if (o.key, name) in judge_failures),
-            }
+            errors = sum(1 for o in ok if (o.key, name) in judge_failures)
+            accuracy[f"accuracy_{kind}"] = JudgedAccuracy(**acc.model_dump(), judge_errors=errors)
         values = successes(ok)
-        for metric in ("em", "f1"):
-            est = Estimate.mean([getattr(a, metric) for a in values], bounds=(0.0, 1.0))
-            ctx.store.put_metric(f"{metric}.mean", ccfg.name, est.value, lo=est.lo, hi=est.hi, n=est.n)
-            res[metric] = est.model_dump()
+        agreement = None
         if len(ctx.settings.judges) == 2:
             pairs = [verdicts.get(o.key, {}) for o in ok]
             both = [
@@ -168,25 +160,39 @@ def _summary(
                 for p in pairs
                 if len(p) == 2 and all(j.verdict for j in p.values())
             ]
-            agree = sum(1 for a, b in both if a == b) / len(both) if both else None
-            ctx.store.put_metric("judge_agreement", ccfg.name, agree, n=len(both))
-            res["judge_agreement"] = agree
-        summary["candidates"][ccfg.name] = res
-    summary["table"] = [_table_row(name, r, ctx.settings) for name, r in summary["candidates"].items()]
-    if gen_stats.kept == 0:
-        summary["warnings"] = ["no question survived generation and filtering; see the report's errors"]
-    return summary
+            agreement = sum(1 for a, b in both if a == b) / len(both) if both else None
+        candidates[ccfg.name] = QaCandidate(
+            model=ctx.candidate_label(ccfg),
+            retriever=ccfg.retriever,
+            questions=len(mine),
+            answered=len(ok),
+            answer_errors=len(mine) - len(ok),
+            em=Estimate.mean([a.em for a in values], bounds=(0.0, 1.0)),
+            f1=Estimate.mean([a.f1 for a in values], bounds=(0.0, 1.0)),
+            judge_agreement=agreement,
+            **accuracy,
+        )
+    return QaResult(
+        questions=gen_stats,
+        candidates=candidates,
+        table=[_table_row(name, r, ctx.settings) for name, r in candidates.items()],
+        warnings=(
+            ["no question survived generation and filtering; see the report's errors"]
+            if gen_stats.kept == 0
+            else []
+        ),
+    )
 
 
-def _table_row(name: str, r: dict[str, Any], settings: Config) -> dict[str, str]:
+def _table_row(name: str, r: QaCandidate, settings: Config) -> dict[str, str]:
     """The console row: answered, accuracy under each configured judge, F1."""
-    row = {"candidate": name, "answered": f"{r['answered']}/{r['questions']}"}
+    row = {"candidate": name, "answered": f"{r.answered}/{r.questions}"}
     for kind, title in (
         ("with_reference", "acc (judge w/ ref)"),
         ("without_reference", "acc (judge w/o ref)"),
     ):
-        if kind in settings.judges:
-            row[title] = Estimate.model_validate(r[f"accuracy_{kind}"]).text()
-    f1v = r["f1"]["value"]
-    row["F1"] = "—" if f1v is None else f"{f1v:.2f}"
+        acc = r.accuracy_with_reference if kind == "with_reference" else r.accuracy_without_reference
+        if kind in settings.judges and acc is not None:
+            row[title] = acc.text()
+    row["F1"] = "—" if r.f1.value is None else f"{r.f1.value:.2f}"
     return row

@@ -6,7 +6,7 @@ error and deployment analyses.
 
 from proctor.protocols.rageval.config import Config
 from proctor.protocols.rageval.run import run
-from proctor.protocols.registry import Protocol, Role
+from proctor.kit.registry import Protocol, Role
 
 PROTOCOL = Protocol(
     name="rageval",

@@ -7,6 +7,7 @@ from typing import Any
 from proctor.protocols.rageval import plots
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
+from proctor.kit.record import Run
 from proctor.store import RunStore
 
 MAX_TRACES = 60
@@ -53,5 +54,10 @@ def rageval_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     return render_template("rageval/report.html.j2", **rageval_context(store))

@@ -28,14 +28,14 @@ from proctor.candidates import SystemUnderTest
 from proctor.candidates.kinds import AgentCandidate
 from proctor.judging.equivalence import decide
 from proctor.judging.metrics import exact_match, f1
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.rageval.config import Config
 from proctor.protocols.rageval.summary import summarise
 from proctor.protocols.rageval.tasks import RagTask, TaskStats, database_tasks, document_tasks, hotpotqa_tasks
 from proctor.protocols.rageval.taxonomy import classify, gold_in
 from proctor.protocols.rageval.templates import SHIPPED as SEED_TEMPLATES
 from proctor.protocols.rageval.templates import load_templates
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 
 
 class RagAnswer(Payload):

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from proctor.estimates import Estimate
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.rageval.config import LEVELS, Config
 from proctor.protocols.rageval.taxonomy import CATEGORIES
 

@@ -20,19 +20,19 @@ from pydantic import BaseModel, Field, ValidationError
 from proctor.agents.environments.database import DatabaseEnvironment
 from proctor.corpus.types import Chunk
 from proctor.errors import StepError, UserError
-from proctor.graph import build_context_graph
+from proctor.kit.shared.graph import build_context_graph
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.rageval.config import Config, Level
 from proctor.protocols.rageval.templates import Template, instantiate
-from proctor.protocols.shared.questions import (
+from proctor.kit.shared.questions import (
     Question,
     QuestionTask,
     keep_questions,
     support,
     write_questions,
 )
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 from proctor.records import read_records
 
 DOC_PROMPT = "rageval/document"

@@ -11,7 +11,7 @@ Modules: `config` (the `reckon:` section), `units`, `clustering`, `questions`, `
 
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.run import run
-from proctor.protocols.registry import Protocol, Role
+from proctor.kit.registry import Protocol, Role
 
 PROTOCOL = Protocol(
     name="reckon",

@@ -25,13 +25,13 @@ from proctor.config import CandidateConfig
 from proctor.corpus.types import Chunk
 from proctor.errors import UserError
 from proctor.prompts import prompt_version
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.questions import leaked_values, redact
 from proctor.protocols.reckon.units import KnowledgeUnit
-from proctor.protocols.shared.answers import AnswerItem, AnswerTask, answer_questions
-from proctor.protocols.shared.judges import JUDGE_NAMES, JudgeKind, judge_answers
-from proctor.protocols.shared.questions import Question, QuestionTask, write_questions
+from proctor.kit.shared.answers import AnswerItem, AnswerTask, answer_questions
+from proctor.kit.shared.judges import JUDGE_NAMES, JudgeKind, judge_answers
+from proctor.kit.shared.questions import Question, QuestionTask, write_questions
 
 if TYPE_CHECKING:
     from proctor.embeddings.base import Embedder

@@ -10,7 +10,7 @@ from __future__ import annotations
 from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.prompts import render_messages
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.reckon.config import Config
 
 PROMPT = "reckon/answer"

@@ -48,10 +48,10 @@ from proctor.errors import StepError
 from proctor.judging.equivalence import nothing_beyond_question, veto
 from proctor.judging.llm import TOP_LOGPROBS, verdict_distributions
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.units import KnowledgeUnit, normalise, split_sentences
-from proctor.protocols.steps import Failure, Payload
+from proctor.kit.steps import Failure, Payload
 
 VERDICTS = ("correct", "incorrect", "uncovered")
 EXTRACT_ROLE = "reckon:extract"

@@ -28,10 +28,10 @@ from pydantic import Field
 from proctor.judging.equivalence import number_mentions, stated_numbers
 from proctor.models.types import Message
 from proctor.prompts import prompt_version, render_messages, render_text
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.units import KnowledgeUnit
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 
 QUESTION_TYPES = ("who", "what", "where", "when", "how", "why", "other")
 INVITATION = "Then tell me what else you know about these."

@@ -17,10 +17,11 @@ from proctor.protocols.reckon.baselines import JW_OR, JW_R, BaselineAnswer, Base
 from proctor.protocols.reckon.judging import VERDICTS, Extraction, UnitVerdict
 from proctor.protocols.reckon.run import ReckonItem
 from proctor.protocols.reckon.units import KnowledgeUnit
-from proctor.protocols.steps import read_items
+from proctor.kit.steps import read_items
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
+from proctor.kit.record import Run
 from proctor.store import RunStore
 
 METHOD_LABELS = {
@@ -188,6 +189,11 @@ def reckon_context(store: RunStore) -> dict[str, Any]:
     }
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     """HTML fragment of the reckon protocol section."""
     return render_template("reckon/report.html.j2", **reckon_context(store))

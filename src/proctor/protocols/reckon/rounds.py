@@ -37,7 +37,7 @@ import numpy as np
 from proctor.candidates import SystemUnderTest
 from proctor.clustering import cluster
 from proctor.config import CandidateConfig
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.reckon.candidates import answer_cluster_question
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.judging import (
@@ -52,7 +52,7 @@ from proctor.protocols.reckon.judging import (
 )
 from proctor.protocols.reckon.questions import ClusterQuestion, generate_questions, question_key
 from proctor.protocols.reckon.units import KnowledgeUnit
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 
 ANSWER_ROLE = "reckon:answer"
 JUDGED = ("correct", "incorrect")

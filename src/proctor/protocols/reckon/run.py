@@ -13,7 +13,7 @@ import numpy as np
 from proctor.clustering import map_2d
 from proctor.errors import UserError
 from proctor.estimates import Estimate
-from proctor.protocols.context import RunContext
+from proctor.kit.context import RunContext
 from proctor.protocols.reckon.baselines import JW_OR, JW_R, BaselineOutcome, run_baselines
 from proctor.protocols.reckon.candidates import build_candidates
 from proctor.protocols.reckon.config import Config
@@ -29,7 +29,7 @@ from proctor.protocols.reckon.units import (
     merge_duplicates,
     select_chunks,
 )
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 from proctor.store import RunStore
 
 UNCOVERED_FILE = "reckon_uncovered_units.jsonl"

@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 from proctor.corpus.types import Chunk
 from proctor.errors import UserError
 from proctor.prompts import prompt_version, render_messages
-from proctor.protocols.context import RunContext, work_key
+from proctor.kit.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
-from proctor.protocols.steps import Payload
+from proctor.kit.steps import Payload
 from proctor.records import read_records
 
 if TYPE_CHECKING:

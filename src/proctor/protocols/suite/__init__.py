@@ -9,7 +9,7 @@ runs the members through the runner and writes the suite's folder.
 from typing import Any
 
 from proctor.errors import UserError
-from proctor.protocols.registry import Protocol, Role
+from proctor.kit.registry import Protocol, Role
 from proctor.protocols.suite.config import Config
 from proctor.protocols.suite.run import run_suite
 

@@ -47,7 +47,7 @@ class Member(Strict):
         error names `members[i].<protocol>.<option>`."""
         if not isinstance(data, dict) or not isinstance(data.get("protocol"), str):
             return data
-        from proctor.protocols.registry import protocol_config_class
+        from proctor.kit.registry import protocol_config_class
 
         name = data["protocol"]
         if name == SUITE:

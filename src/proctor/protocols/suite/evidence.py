@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.config import RunConfig
-from proctor.protocols.steps import read_items
+from proctor.kit.steps import read_items
 from proctor.store import RunStore
 
 
@@ -51,8 +51,8 @@ Reader = Callable[[RunStore, RunConfig], MemberEvidence]
 
 def _qa(store: RunStore, cfg: RunConfig) -> MemberEvidence:
     from proctor.protocols.qa.run import QaAnswer
-    from proctor.protocols.shared.judges import JUDGE_NAMES
-    from proctor.protocols.shared.questions import Question
+    from proctor.kit.shared.judges import JUDGE_NAMES
+    from proctor.kit.shared.questions import Question
 
     judges = getattr(cfg.settings, "judges", [])
     judge = JUDGE_NAMES[judges[0]] if judges else "em"

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from proctor.config import RunConfig, _describe_errors
 from proctor.errors import UserError
-from proctor.protocols.registry import get_protocol
+from proctor.kit.registry import get_protocol
 from proctor.protocols.suite.config import Config, Member
 
 SHARED_EXCLUDE = {"protocol", "name", "roles", "settings"}

@@ -12,6 +12,7 @@ from typing import Any
 from proctor.protocols.suite.plots import mastery_heatmap
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
+from proctor.kit.record import Run
 from proctor.store import RunStore
 
 
@@ -20,7 +21,12 @@ def _link(store: RunStore, run_dir: str) -> str:
     return Path(os.path.relpath(Path(run_dir) / "report.html", store.path.parent)).as_posix()
 
 
-def render(store: RunStore) -> str:
+def render(run: Run) -> str:
+    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
+    return _render_store(RunStore(run.folder / "run.sqlite"))
+
+
+def _render_store(store: RunStore) -> str:
     suite: dict[str, Any] | None = store.get_artifact("suite")
     runs: list[dict[str, Any]] = store.get_artifact("suite_members") or []
     if not suite:

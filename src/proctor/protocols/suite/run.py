@@ -166,7 +166,10 @@ def _write(
         store.put_artifact("summary", summary)
         (suite_dir / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         store.finish_run(suite_dir.name)
-        write_report(store, suite_dir / "report.html")
+        from proctor.kit.record import load_run
+
+        with load_run(suite_dir) as run:
+            write_report(run, suite_dir / "report.html")
         log.info("suite %s finished", suite_dir.name)
     finally:
         store.close()

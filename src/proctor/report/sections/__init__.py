@@ -1,7 +1,8 @@
 """Protocol sections of the report: protocol name -> renderer of an HTML fragment.
 
 A protocol's section lives in its own package: `proctor.protocols.<protocol>.report` with a
-`render(store) -> str` function and its autoescaping template `protocols/<protocol>/report.html.j2`.
+`render(run: Run) -> str` function (the run read through `proctor.load_run`) and its autoescaping
+template `protocols/<protocol>/report.html.j2`.
 A protocol without one gets the kit's default section (headline estimates, item tables by kind,
 errors by cause), so a new protocol has a useful report before it writes report code.
 `register_section` overrides the lookup from outside the package (tests, plugins).
@@ -12,9 +13,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from proctor.store import RunStore
+from proctor.kit.record import Run
 
-SectionRenderer = Callable[[RunStore], str]
+SectionRenderer = Callable[[Run], str]
 
 SECTIONS: dict[str, SectionRenderer] = {}
 
@@ -33,7 +34,7 @@ def section_for(protocol: str) -> SectionRenderer:
     """The registered renderer, else `proctor.protocols.<protocol>.report.render`, else the default."""
     if protocol in SECTIONS:
         return SECTIONS[protocol]
-    from proctor.protocols.default_report import render_default_section
+    from proctor.kit.default_report import render_default_section
 
     if not protocol.isidentifier():
         return render_default_section

@@ -1,11 +1,12 @@
 """The one step runner: keyed, resumable, concurrent units of work with typed results.
 
 A protocol calls `ctx.map(...)` (items) or `ctx.judge(...)` (judgments); both come here. For each unit
-the runner derives its key, hands back what the store already holds for it (done, or failed for good),
-runs the rest under the models' limiters inside a call scope (so every model call is recorded against
-its unit and role, and the budget applies), stores each success as its typed payload and each failure
+the runner derives its key (`proctor.kit.keys`), hands back what the store already holds for it (done,
+or failed for good) while what it depended on is unchanged, runs the rest under the models' limiters
+inside a call scope (so every model call is recorded against its unit and role, and the budget applies)
+while collecting what each unit depends on, stores each success as its typed payload and each failure
 with its cause, advances progress, and returns one `Outcome` per unit. Protocol code therefore holds
-no resume predicates, no error-recording closures and no store re-reads of what it just ran.
+no keys, no resume predicates, no error-recording closures and no store re-reads of what it just ran.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from proctor.dependencies import collecting
 from proctor.errors import StepError, is_final
-from proctor.models.recording import call_scope
+from proctor.kit.keys import still_valid
+from proctor.kit.progress import ProgressReporter
+from proctor.models.recording import Budget, call_scope, current_scope
 from proctor.store import RunStore
-
-if TYPE_CHECKING:
-    from proctor.protocols.context import RunContext
 
 U = TypeVar("U")
 T = TypeVar("T", bound="Payload")
@@ -72,18 +73,23 @@ class Outcome(Generic[U, T]):
         return self.value is not None
 
 
-def _stored(store: RunStore, key: str, output: type[T], judge: str | None) -> tuple[T | None, Failure | None]:
+def _stored(
+    store: RunStore, key: str, output: type[T], judge: str | None, models: set[str]
+) -> tuple[T | None, Failure | None]:
     """What the store already settled for `key`: (value, None), (None, final failure) or (None, None)
-    when the unit must run (new, transiently failed, or stored under an older payload shape)."""
+    when the unit must run (new, transiently failed, stored under an older payload shape, or produced
+    with a prompt file or a model that has changed since)."""
     if judge is None:
         it = store.get_item(key)
-        row = None if it is None else (it["status"] == "done", it["data"], it["error"], it["error_cause"])
+        row = None if it is None else (it["status"] == "done", it["data"], it["error"], it["error_cause"], it)
     else:
         j = store.get_judgment(key, judge)
-        row = None if j is None else (j["error"] is None, j, j["error"], j["error_cause"])
+        row = None if j is None else (j["error"] is None, j, j["error"], j["error_cause"], j)
     if row is None:
         return None, None
-    done, data, error, cause = row
+    done, data, error, cause, record = row
+    if not still_valid(record["deps"], models):
+        return None, None
     if done:
         try:
             return output.model_validate(data), None
@@ -102,12 +108,19 @@ def _record(
     value: T | None,
     failure: Failure | None,
     context: dict[str, Any] | None,
+    deps: dict[str, object],
 ) -> None:
     if judge is not None:
         if value is not None:
             assert isinstance(value, Judgment)
             store.put_judgment(
-                key, judge, verdict=value.verdict, score=value.score, reason=value.reason, data=value.data
+                key,
+                judge,
+                verdict=value.verdict,
+                score=value.score,
+                reason=value.reason,
+                data=value.data,
+                deps=deps,
             )
         else:
             assert failure is not None
@@ -119,24 +132,43 @@ def _record(
                 reason=None,
                 error=failure.message,
                 error_cause=failure.cause,
+                data=context,
+                deps=deps,
             )
         return
     if value is not None:
-        store.put_item(key, output.KIND, value.model_dump(mode="json"))
+        store.put_item(key, output.KIND, value.model_dump(mode="json"), deps=deps)
     else:
         assert failure is not None
         store.put_item(
-            key, output.KIND, context or {}, status="error", error=failure.message, error_cause=failure.cause
+            key,
+            output.KIND,
+            context or {},
+            status="error",
+            error=failure.message,
+            error_cause=failure.cause,
+            deps=deps,
         )
 
 
+@dataclass(frozen=True)
+class StepHost:
+    """What the runner needs of a run: where results go, progress, the budget, and the identity hashes
+    of the run's models as they are now (stored units are checked against them)."""
+
+    store: RunStore
+    progress: ProgressReporter
+    budget: Budget | None
+    models: frozenset[str]
+
+
 async def run_steps(
-    ctx: RunContext[Any],
+    ctx: StepHost,
     description: str,
     units: list[U],
     step: Callable[[U], Awaitable[T]],
     key: Callable[[U], str],
-    role: str | Callable[[U], str],
+    role: str | Callable[[U], str] | None,
     output: type[T],
     context: Callable[[U], dict[str, Any]] | None,
     *,
@@ -145,12 +177,13 @@ async def run_steps(
     if judge is None and not output.KIND:
         raise TypeError(f"{output.__name__} needs a KIND (the item kind it is stored as)")
     keys = [key(u) for u in units]
+    models = set(ctx.models)
     settled: dict[str, tuple[T | None, Failure | None]] = {}
     todo: dict[str, U] = {}
     for u, k in zip(units, keys, strict=True):
         if k in settled or k in todo:
             continue
-        value, failure = _stored(ctx.store, k, output, judge)
+        value, failure = _stored(ctx.store, k, output, judge, models)
         if value is not None or failure is not None:
             settled[k] = (value, failure)
         else:
@@ -159,7 +192,10 @@ async def run_steps(
 
     async def one(k: str, u: U) -> None:
         unit_role = role(u) if callable(role) else role
-        with call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget):
+        with (
+            collecting() as deps,
+            call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget),
+        ):
             partial: dict[str, Any] | None = None
             try:
                 value: T | None = await step(u)
@@ -167,13 +203,21 @@ async def run_steps(
             except StepError as e:
                 value, failure, partial = None, Failure(e.cause, str(e)), e.partial
         data = partial if partial is not None else (context(u) if context and failure else None)
-        _record(ctx.store, k, output, judge, value, failure, data)
+        _record(ctx.store, k, output, judge, value, failure, data, deps.as_json())
         settled[k] = (value, failure)
         stage.advance()
 
     await asyncio.gather(*(one(k, u) for k, u in todo.items()))
     stage.finish()
     return [Outcome(u, k, *settled[k]) for u, k in zip(units, keys, strict=True)]
+
+
+def current_key() -> str:
+    """The key of the unit the calling step is running (for a payload that carries its own id)."""
+    key = current_scope().item_key
+    if key is None:
+        raise RuntimeError("current_key() is only known inside a step run by ctx.map or ctx.judge")
+    return key
 
 
 def read_items(store: RunStore, output: type[T]) -> list[tuple[str, T]]:

@@ -11,10 +11,10 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, Field
 
 from proctor.judging.metrics import normalize_answer
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload, current_key
 from proctor.models.base import Model
 from proctor.prompts import render_messages
-from proctor.protocols.context import RunContext
-from proctor.protocols.steps import Outcome, Payload
 
 QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,9 +51,10 @@ Q = TypeVar("Q", bound=Question)
 
 @dataclass(frozen=True)
 class QuestionTask:
-    """One question to write: its key, the prompt's variables, the seed of the call, and provenance."""
+    """One question to write: what identifies it (`id`, e.g. its chunk and variant; the kit derives the
+    key from it), the prompt's variables, the seed of the call, and provenance."""
 
-    key: str
+    id: Any
     variables: dict[str, Any]
     seed: int
     source_chunk_ids: list[str] = field(default_factory=list)
@@ -99,7 +100,7 @@ async def write_questions(
             max_tokens=max_tokens,
         )
         q = output(
-            question_id=t.key,
+            question_id=current_key(),
             question=tidy(str(c.parsed["question"])),
             reference_answer=tidy(str(c.parsed["answer"])),
             source_chunk_ids=t.source_chunk_ids,
@@ -114,10 +115,10 @@ async def write_questions(
         description,
         tasks,
         write,
-        key=lambda t: t.key,
+        unit_id=lambda t: t.id,
         role=role,
         output=output,
-        context=lambda t: {"question_id": t.key, "unit_id": t.unit_id},
+        context=lambda t: {"unit_id": t.unit_id},
     )
 
 

@@ -10,9 +10,9 @@ from pydantic import Field
 
 from proctor.candidates import SystemUnderTest
 from proctor.judging import exact_match, f1
-from proctor.protocols.context import RunContext
-from proctor.protocols.shared.questions import Question
-from proctor.protocols.steps import Outcome, Payload
+from proctor.kit.context import RunContext
+from proctor.kit.shared.questions import Question
+from proctor.kit.steps import Outcome, Payload
 
 
 class AnswerItem(Payload):
@@ -37,7 +37,8 @@ A = TypeVar("A", bound=AnswerItem)
 
 @dataclass(frozen=True)
 class AnswerTask:
-    key: str
+    """A candidate to answer a question; the unit's id is the candidate's name and the question itself."""
+
     candidate: SystemUnderTest
     question: Question
 
@@ -73,7 +74,7 @@ async def answer_questions(
         description,
         tasks,
         answer,
-        key=lambda t: t.key,
+        unit_id=lambda t: (t.candidate.name, t.question),
         role=role,
         output=output,
         context=lambda t: {

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.errors import StepError, is_final
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Failure
 from proctor.models.recording import call_scope
-from proctor.protocols.context import RunContext
-from proctor.protocols.steps import Failure
 
 RoundData = dict[str, Any]
 Transcript = list[RoundData]

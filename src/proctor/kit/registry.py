@@ -2,7 +2,7 @@
 
 A protocol is the package `proctor.protocols.<name>` whose `__init__.py` defines `PROTOCOL`, a
 `Protocol`: its name, the model of its config section (the YAML section named after it), the roles it
-needs with one-line descriptions, and `run(ctx) -> summary`. Everything else a protocol has — prompts
+needs with one-line descriptions, `run(ctx) -> Result` and its result model. Everything else a protocol has — prompts
 (`prompts/`), report section (`report.py`, `report.html.j2`), demo config (`demo.yaml`) — sits in the
 same package. Adding a protocol touches no shared file.
 """
@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from proctor.config import use_catalog
+from proctor.kit.result import Result
+
 if TYPE_CHECKING:
-    from proctor.protocols.context import RunContext
+    from proctor.kit.context import RunContext
 
 S = TypeVar("S", bound=BaseModel)
-PROTOCOLS_DIR = Path(__file__).parent
+PROTOCOLS_DIR = Path(__file__).parent.parent / "protocols"
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,9 @@ class Protocol(Generic[S]):
     name: str
     settings: type[S]
     roles: tuple[Role, ...]
-    run: Callable[[RunContext[S]], Awaitable[dict[str, Any]]]
+    run: Callable[[RunContext[S]], Awaitable[Result]]
+    # The protocol's result model (what `run` returns; `load_run` reads results.json back into it).
+    result: type[Result] = Result
     # A protocol made of other runs (the suite): the runner calls `compose(config, out=, resume=,
     # show_progress=)` instead of opening a run context, and returns what it returns (a RunResult).
     compose: Callable[..., Any] | None = None
@@ -101,11 +106,9 @@ def register_protocol(protocol: Protocol[S]) -> Protocol[S]:
 
 
 def protocol_names() -> list[str]:
-    import proctor.protocols as pkg
-
     shipped = {
         m.name
-        for m in pkgutil.iter_modules(pkg.__path__)
+        for m in pkgutil.iter_modules([str(PROTOCOLS_DIR)])
         if m.ispkg and (PROTOCOLS_DIR / m.name / "config.py").exists()
     }
     return sorted(shipped | set(_REGISTERED))
@@ -124,3 +127,16 @@ def get_protocol(name: str) -> Protocol[Any]:
 
 def protocol_config_class(name: str) -> type[BaseModel]:
     return get_protocol(name).settings
+
+
+class _Catalog:
+    """The registry as `proctor.config` sees it (settings classes and role checks by protocol name)."""
+
+    def settings_class(self, name: str) -> type[BaseModel]:
+        return protocol_config_class(name)
+
+    def unknown_role(self, name: str, roles: dict[str, str]) -> str | None:
+        return get_protocol(name).unknown_role(roles)
+
+
+use_catalog(_Catalog())

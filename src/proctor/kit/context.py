@@ -6,8 +6,6 @@ The context is generic in the protocol's settings model, so `ctx.settings` is ty
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,27 +18,21 @@ from proctor.agents.tools import Toolbox
 from proctor.candidates import Candidate, SystemUnderTest
 from proctor.config import CandidateConfig, RunConfig
 from proctor.errors import UserError
+from proctor.kit.keys import unit_key
+from proctor.kit.progress import ProgressReporter
+from proctor.kit.steps import Judgment, Outcome, Payload, StepHost, run_steps
 from proctor.models.base import Model
 from proctor.models.recording import Budget
-from proctor.protocols.progress import ProgressReporter
-from proctor.protocols.steps import Judgment, Outcome, Payload, run_steps
 from proctor.store import RunStore
 
 if TYPE_CHECKING:
     from proctor.corpus import Corpus
     from proctor.embeddings.base import Embedder
-    from proctor.protocols.registry import Protocol
     from proctor.retrieval.base import Retriever
 
 S = TypeVar("S", bound=BaseModel)
 U = TypeVar("U")
 P = TypeVar("P", bound=Payload)
-
-
-def work_key(prefix: str, *parts: Any) -> str:
-    """Content-derived key of a unit of work: same inputs, same key, across runs and resumes."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return f"{prefix}_{hashlib.sha256(blob.encode()).hexdigest()[:20]}"
 
 
 @dataclass
@@ -52,7 +44,7 @@ class RunContext(Generic[S]):
     progress: ProgressReporter
     rng: np.random.Generator
     budget: Budget | None = None
-    protocol: Protocol[S] | None = None
+    roles_help: str = ""  # the protocol's roles, for the error naming a role the config does not fill
     _embedder: Embedder | None = field(default=None, repr=False)
     _corpus: Corpus | None = field(default=None, repr=False)
     _retrievers: dict[str, Retriever] = field(default_factory=dict, repr=False)
@@ -69,7 +61,7 @@ class RunContext(Generic[S]):
         naming the protocol's roles."""
         name = self.config.roles.get(role)
         if name is None:
-            declared = self.protocol.role_help() if self.protocol is not None else role
+            declared = self.roles_help or role
             raise UserError(
                 f"roles.{role}: the {self.config.protocol} protocol needs a model for the {role} role "
                 f"here. Add `roles: {{{role}: <a key of models>}}` to the config. Its roles: {declared}."
@@ -143,7 +135,9 @@ class RunContext(Generic[S]):
         if spec not in self._environments:
             from proctor.agents.environments import make_environment
 
-            self._environments[spec] = make_environment(spec, self, f"{where}.agent.environment")
+            self._environments[spec] = make_environment(
+                spec, lambda: self.corpus.chunks, f"{where}.agent.environment"
+            )
         return self._environments[spec]
 
     def candidate_identity(self, c: CandidateConfig) -> list[Any]:
@@ -167,21 +161,30 @@ class RunContext(Generic[S]):
         units: Iterable[U],
         step: Callable[[U], Awaitable[P]],
         *,
-        key: Callable[[U], str],
-        role: str | Callable[[U], str],
+        unit_id: Callable[[U], Any],
+        role: str | Callable[[U], str] | None,
         output: type[P],
         context: Callable[[U], dict[str, Any]] | None = None,
     ) -> list[Outcome[U, P]]:
         """Run `step` on every unit and store each result as an item of kind `output.KIND`.
 
-        Each unit's `key` names its item. Units already done (or failed for good, see
-        `proctor.errors.is_final`) are not run again: their stored result is handed back. The rest run
-        concurrently under the models' limiters; a success is stored as its typed payload, a failure with
-        its cause (and `context(unit)`, so the report can name the unit) — never dropped. Every model call
-        is recorded under `role` (a name, or a function of the unit). Progress advances per unit.
-        Returns one `Outcome` per unit, in the order of `units`.
+        The kit derives each unit's key from `output.KIND` and `unit_id(unit)` — what identifies the
+        unit's inputs; put upstream payloads in it, not only their ids (`proctor.kit.keys`). Units
+        already done (or failed for good, see `proctor.errors.is_final`) are not run again while the
+        prompt files and models they used are unchanged: their stored result is handed back. The rest
+        run concurrently under the models' limiters; a success is stored as its typed payload, a failure
+        with its cause (and `context(unit)`, so the report can name the unit) — never dropped. Every
+        model call is recorded under `role` (a name, a function of the unit, or None for a step that
+        calls no model). Progress advances per unit. Returns one `Outcome` per unit, in order.
         """
-        return await run_steps(self, description, list(units), step, key, role, output, context, judge=None)
+        label = output.KIND
+
+        def key(u: U) -> str:
+            return unit_key(label, unit_id(u))
+
+        return await run_steps(
+            self._host(), description, list(units), step, key, role, output, context, judge=None
+        )
 
     async def judge(
         self,
@@ -189,13 +192,32 @@ class RunContext(Generic[S]):
         units: Iterable[U],
         step: Callable[[U], Awaitable[Judgment]],
         *,
-        key: Callable[[U], str],
+        item_key: Callable[[U], str],
         judge: str,
-        role: str,
+        role: str | None,
     ) -> list[Outcome[U, Judgment]]:
-        """`map` for judgments: each unit's `key` is the judged item's key, the verdict is stored in the
-        judgments table under the judge's name, with the same cause column as items."""
-        return await run_steps(self, description, list(units), step, key, role, Judgment, None, judge=judge)
+        """`map` for judgments: each unit's `item_key` is the key of the judged item (an `Outcome.key`),
+        the verdict is stored in the judgments table under the judge's name, with the same cause column
+        as items and the same validity check on resume."""
+        return await run_steps(
+            self._host(), description, list(units), step, item_key, role, Judgment, None, judge=judge
+        )
+
+    async def revise(self, outcomes: Sequence[Outcome[U, P]], update: Callable[[Outcome[U, P]], P]) -> None:
+        """Store a new version of finished items under their keys (e.g. the verdicts copied onto an answer
+        so exports carry them). What they depended on is kept: a revision is derived data, not a new run."""
+        for o in outcomes:
+            if o.value is None:
+                continue
+            stored = self.store.get_item(o.key)
+            new = update(o)
+            self.store.put_item(
+                o.key, new.KIND, new.model_dump(mode="json"), deps=stored["deps"] if stored else None
+            )
+
+    def _host(self) -> StepHost:
+        models = frozenset(m.identity_hash() for m in self.models.values())
+        return StepHost(self.store, self.progress, self.budget, models)
 
 
 def successes(outcomes: Sequence[Outcome[U, P]]) -> list[P]:

@@ -19,10 +19,10 @@ from proctor.errors import UserError
 from proctor.judging import Verdict, judge_with_reference, judge_without_reference
 from proctor.judging.equivalence import decide, veto
 from proctor.judging.llm import DEFAULT_STYLE, OWN_VERDICT, JudgeStyle
+from proctor.kit.context import RunContext
+from proctor.kit.shared.answers import AnswerItem
+from proctor.kit.steps import Judgment, Outcome
 from proctor.models.base import Model
-from proctor.protocols.context import RunContext
-from proctor.protocols.shared.answers import AnswerItem
-from proctor.protocols.steps import Judgment, Outcome
 
 JudgeKind = Literal["with_reference", "without_reference"]
 JUDGE_NAMES: dict[JudgeKind, str] = {
@@ -224,7 +224,7 @@ async def judge_answers(
         description or f"judging ({kind.replace('_', ' ')})",
         answers,
         judge,
-        key=lambda unit: unit[0],
+        item_key=lambda unit: unit[0],
         judge=JUDGE_NAMES[kind],
         role=role,
     )

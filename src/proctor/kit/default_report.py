@@ -1,0 +1,79 @@
+"""The default report section: what any protocol's run shows before the protocol writes report code.
+
+It reads the run record only: headline estimates (every `Estimate` in the protocol's result model, named
+by its path), one table per item kind with the payload's fields as columns, and failures by kind and
+cause (items and judgments). Long text is shortened for the table; all of it is escaped by the template.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+
+from proctor.kit.record import Run
+from proctor.kit.result import named_estimates
+from proctor.report._env import render_template
+from proctor.store.record import ItemRecord, RunRecord
+
+MAX_ROWS = 50
+MAX_CELL = 160
+MAX_COLUMNS = 12
+
+
+def _cell(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _item_tables(run: RunRecord) -> list[dict[str, Any]]:
+    by_kind: dict[str, list[ItemRecord]] = {}
+    for it in run.iter_items():
+        by_kind.setdefault(it.kind, []).append(it)
+    tables = []
+    for kind, items in by_kind.items():
+        fields: dict[str, None] = {}
+        for it in items[:MAX_ROWS]:
+            if isinstance(it.data, dict):
+                fields.update(dict.fromkeys(it.data))
+        columns = list(fields)[:MAX_COLUMNS]
+        rows = [
+            {
+                "key": it.key,
+                "status": it.status,
+                "cause": it.error_cause,
+                "cells": [_cell((it.data if isinstance(it.data, dict) else {}).get(c)) for c in columns],
+            }
+            for it in items[:MAX_ROWS]
+        ]
+        tables.append({"kind": kind, "total": len(items), "columns": columns, "rows": rows})
+    return tables
+
+
+def _failures(run: RunRecord) -> list[dict[str, Any]]:
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for it in run.iter_items(status="error"):
+        counts[("item", it.kind, it.error_cause or "error")] += 1
+    for j in run.judgments():
+        if j.error:
+            counts[("judgment", j.judge, j.error_cause or "error")] += 1
+    return [
+        {"what": what, "kind": kind, "cause": cause, "count": n}
+        for (what, kind, cause), n in sorted(counts.items())
+    ]
+
+
+def default_context(run: RunRecord, result: BaseModel | None) -> dict[str, Any]:
+    estimates = [] if result is None else named_estimates(result)
+    return {
+        "estimates": [{"name": name, **e.model_dump()} for name, e in estimates],
+        "tables": _item_tables(run),
+        "failures": _failures(run),
+        "max_rows": MAX_ROWS,
+    }
+
+
+def render_default_section(run: Run) -> str:
+    return render_template("templates/default_section.html.j2", **default_context(run, run.result))
