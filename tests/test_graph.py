@@ -17,6 +17,8 @@ from proctor.corpus.types import Chunk
 from proctor.graph import (
     ContextGraph,
     Entity,
+    GraphBuild,
+    GraphStats,
     assemble,
     derive_edges,
     fold,
@@ -26,6 +28,7 @@ from proctor.models.scripted import register_script
 from proctor.kit.context import RunContext
 from proctor.kit.shared.graph import build_context_graph
 from proctor.kit.registry import Protocol, Role, register_protocol
+from proctor.kit.result import Result
 from proctor.runner import run_config
 
 
@@ -117,16 +120,23 @@ class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-async def _run(ctx: RunContext[_Settings]) -> dict[str, Any]:
+class _GraphResult(Result):
+    build: GraphBuild
+    stats: GraphStats
+
+
+async def _run(ctx: RunContext[_Settings]) -> _GraphResult:
     graph, info = await build_context_graph(ctx, batch_size=2)
-    return {"build": info.model_dump(), "stats": graph.stats().model_dump()}
+    return _GraphResult(build=info, stats=graph.stats())
 
 
 @pytest.fixture
 def graph_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
     register_script("graph-entities", _script)
-    register_protocol(Protocol("graphdemo", _Settings, (Role("examiner", "lists entities"),), _run))
+    register_protocol(
+        Protocol("graphdemo", _Settings, (Role("examiner", "lists entities"),), _run, result=_GraphResult)
+    )
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text(

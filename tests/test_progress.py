@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from proctor.protocols import progress as progress_mod
+from proctor.kit import progress as progress_mod
 from proctor.kit.progress import ProgressReporter
 
 

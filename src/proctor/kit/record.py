@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from proctor.config import RunConfig
 from proctor.errors import UserError
 from proctor.kit.registry import get_protocol
-from proctor.kit.result import Result
+from proctor.kit.result import OpenResult, Result
 from proctor.store.record import RUN_FILE, RunRecord
 
 
@@ -67,11 +67,11 @@ class Run(RunRecord):
 
 
 def result_type(protocol: str) -> type[Result]:
-    """The result model of a protocol by name (the base `Result` for one no longer installed)."""
+    """The result model of a protocol by name (`OpenResult` for one not installed here)."""
     try:
         return get_protocol(protocol).result
     except (ValueError, TypeError):
-        return Result
+        return OpenResult
 
 
 def _unsettled(data: dict[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,13 @@ class Result(Part):
         return data
 
 
+class OpenResult(Result):
+    """The result of a protocol that is not installed here: its own fields are kept as they were written
+    (their estimates are still found by shape, see `named_estimates`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 def _marker(model: type[BaseModel], field: str, kind: type[Any]) -> Any:
     for m in model.model_fields[field].metadata:
         if isinstance(m, kind):
@@ -179,6 +186,10 @@ def named_estimates(result: BaseModel) -> list[tuple[str, Estimate]]:
             for f in type(node).model_fields:
                 if f not in ("usage", "table") and _marker(type(node), f, Artifact) is None:
                     walk(getattr(node, f), f"{path}.{f}" if path else f)
+            for f, v in (node.model_extra or {}).items():
+                walk(v, f"{path}.{f}" if path else f)
+        elif isinstance(node, dict) and {"value", "lo", "hi", "n"} <= set(node):
+            out.append((path or "(result)", Estimate.model_validate(node)))  # an uninstalled protocol's
         elif isinstance(node, dict):
             for k, v in node.items():
                 walk(v, f"{path}.{k}" if path else str(k))

@@ -31,18 +31,22 @@ def _template_name(name: str) -> str:
 
 
 class _Loader(jinja2.BaseLoader):
-    """Shared prompts from this folder, protocol prompts from `protocols/<protocol>/prompts/`."""
-
-    def __init__(self) -> None:
-        self._shared = jinja2.FileSystemLoader(str(PROMPT_DIR))
-        self._protocols = jinja2.FileSystemLoader(str(PROTOCOLS_DIR))
+    """Shared prompts from this folder, protocol prompts from `protocols/<protocol>/prompts/` (the folders
+    are looked up at each load, so a test can point them elsewhere)."""
 
     def get_source(
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str | None, Callable[[], bool] | None]:
-        resolved = _template_name(template)
-        loader = self._protocols if resolved != template else self._shared
-        return loader.get_source(environment, resolved)
+        path = prompt_path(template)
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        mtime = path.stat().st_mtime_ns
+
+        def uptodate() -> bool:
+            current = prompt_path(template)
+            return current == path and current.is_file() and current.stat().st_mtime_ns == mtime
+
+        return path.read_text(encoding="utf-8"), str(path), uptodate
 
 
 _env = jinja2.Environment(

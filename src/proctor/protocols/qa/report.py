@@ -1,21 +1,27 @@
 """Report section of the reference-QA protocol (`qa`).
 
-Reads: items `question` / `answer`, judgments per answer (`em`, `f1`, `llm_with_reference`,
-`llm_without_reference`), metrics `accuracy.<judge>`, `em.mean`, `f1.mean` per candidate, and the
-artifacts `generation_stats` and `summary`.
+Reads the run record: the typed result (`QaResult`: accuracy per judge, EM, F1 per candidate, generation
+stats), the `question` / `answer` items (typed payloads; failed ones with their cause) and the judgments per
+answer (`em`, `f1`, `llm_with_reference`, `llm_without_reference`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from proctor.kit.record import Run
-from proctor.kit.shared.questions import Question
+from proctor.kit.shared.questions import GenerationStats, Question
+from proctor.protocols.qa.result import QaResult
 from proctor.protocols.qa.run import QaAnswer
 from proctor.report import plots
 from proctor.report._env import render_template
-from proctor.store import RunStore
+from proctor.store.record import ItemRecord, JudgmentRecord
+
+P = TypeVar("P", bound=BaseModel)
 
 WITH_REF = "llm_with_reference"
 WITHOUT_REF = "llm_without_reference"
@@ -41,7 +47,6 @@ BAD = {
     "unsupported",
     "hallucinated",
 }
-GEN_STATS_ORDER = ("planned", "chunks_sampled", "generated", "parsed", "failed", "filtered", "kept")
 
 
 def judge_label(judge: str) -> str:
@@ -69,45 +74,46 @@ def _ordered_judges(names: set[str]) -> list[str]:
 
 
 def _verdicts(
-    answer: dict[str, Any], judged: dict[str, dict[str, Any]], judges: list[str]
+    answer: QaAnswer | None, judged: dict[str, JudgmentRecord], judges: list[str]
 ) -> list[dict[str, Any]]:
     """One verdict per LLM judge for an answer: the judgments table first, the item's own copy second."""
-    data = answer["data"] if isinstance(answer["data"], dict) else {}
-    out = []
+    out: list[dict[str, Any]] = []
     for judge in judges:
         row = judged.get(judge)
-        if row is None and isinstance(data.get(ITEM_VERDICT_FIELDS.get(judge, "")), dict):
-            v = data[ITEM_VERDICT_FIELDS[judge]]
-            row = {
-                "verdict": v.get("verdict"),
-                "score": v.get("score"),
-                "reason": v.get("reason"),
-                "error": None,
-                "data": {"method": v.get("method"), "p_correct": v.get("p_correct")},
-            }
+        copy = getattr(answer, ITEM_VERDICT_FIELDS[judge], None) if judge in ITEM_VERDICT_FIELDS else None
+        if row is None and isinstance(copy, dict):
+            row = JudgmentRecord(
+                item_key="",
+                judge=judge,
+                verdict=copy.get("verdict"),
+                score=copy.get("score"),
+                reason=copy.get("reason"),
+                data={"method": copy.get("method"), "p_correct": copy.get("p_correct")},
+            )
         if row is None:
             out.append({"judge": judge, "present": False})
             continue
+        data = row.data if isinstance(row.data, dict) else {}
         out.append(
             {
                 "judge": judge,
                 "present": True,
-                "verdict": row.get("verdict"),
-                "score": row.get("score"),
-                "reason": row.get("reason"),
-                "error": row.get("error"),
-                "cls": verdict_class(row.get("verdict"), row.get("score"), row.get("error")),
-                "method": (row.get("data") or {}).get("method"),
-                "p_correct": (row.get("data") or {}).get("p_correct"),
+                "verdict": row.verdict,
+                "score": row.score,
+                "reason": row.reason,
+                "error": row.error,
+                "cls": verdict_class(row.verdict, row.score, row.error),
+                "method": data.get("method"),
+                "p_correct": data.get("p_correct"),
             }
         )
     return out
 
 
-def _score(data: dict[str, Any], judged: dict[str, dict[str, Any]], name: str) -> Any:
-    value = data.get(name)
-    if value is None and name in judged and not judged[name].get("error"):
-        value = judged[name].get("score")
+def _score(answer: QaAnswer | None, judged: dict[str, JudgmentRecord], name: str) -> float | None:
+    value = getattr(answer, name, None) if answer is not None else None
+    if value is None and name in judged and not judged[name].error:
+        value = judged[name].score
     return value
 
 
@@ -125,25 +131,26 @@ def _question_fields(d: dict[str, Any]) -> dict[str, Any]:
     return {**{f: None for f in fields}, **d}
 
 
-def _generation_stats(stats: Any) -> list[dict[str, Any]]:
-    """Rows of the generation-stats table; nested dicts (e.g. failure reasons) become sub-rows."""
-    if not isinstance(stats, dict):
+def _generation_stats(stats: GenerationStats | None) -> list[dict[str, Any]]:
+    """Rows of the generation-stats table; failure reasons by kind become sub-rows."""
+    if stats is None:
         return []
-    keys = [k for k in GEN_STATS_ORDER if k in stats] + sorted(k for k in stats if k not in GEN_STATS_ORDER)
-    rows = []
-    for k in keys:
-        v = stats[k]
-        if isinstance(v, dict):
-            total = sum(x for x in v.values() if isinstance(x, int | float) and not isinstance(x, bool))
-            sub = sorted(v.items(), key=lambda kv: str(kv[0]))
-            rows.append({"name": k, "value": total, "sub": sub, "pct": False})
-        elif isinstance(v, list):
-            rows.append({"name": k, "value": len(v), "sub": [(str(x), None) for x in v], "pct": False})
-        else:
-            rows.append({"name": k, "value": v, "sub": [], "pct": False})
-    kept, generated = stats.get("kept"), stats.get("generated")
-    if isinstance(kept, int) and isinstance(generated, int) and generated > 0:
-        rows.append({"name": "kept / generated", "value": kept / generated, "sub": [], "pct": True})
+    rows: list[dict[str, Any]] = [
+        {"name": "planned", "value": stats.planned, "sub": [], "pct": False},
+        {"name": "generated", "value": stats.generated, "sub": [], "pct": False},
+        {"name": "failed", "value": stats.failed, "sub": [], "pct": False},
+        {
+            "name": "filtered",
+            "value": sum(stats.filtered.values()),
+            "sub": sorted(stats.filtered.items()),
+            "pct": False,
+        },
+        {"name": "kept", "value": stats.kept, "sub": [], "pct": False},
+    ]
+    if stats.generated > 0:
+        rows.append(
+            {"name": "kept / generated", "value": stats.kept / stats.generated, "sub": [], "pct": True}
+        )
     return rows
 
 
@@ -158,29 +165,37 @@ def _agreement_row(candidate: str, c: Counter[str]) -> dict[str, Any]:
     }
 
 
-def _agreement(
-    answers: list[dict[str, Any]], judged: dict[str, dict[str, dict[str, Any]]]
-) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class _Answer:
+    """An answer item as stored (status, error) with its typed payload when it is done."""
+
+    item: ItemRecord
+    value: QaAnswer | None
+    context: dict[str, Any]  # what a failed item recorded about its unit (candidate, question)
+
+    @property
+    def candidate(self) -> str:
+        return self.value.candidate if self.value else str(self.context.get("candidate", "?"))
+
+
+Judged = dict[str, dict[str, JudgmentRecord]]  # answer key -> judge -> judgment
+
+
+def _agreement(answers: list[_Answer], judged: Judged) -> dict[str, Any] | None:
     """Share of answers on which both LLM judges (with / without reference) return the same verdict."""
     per: dict[str, Counter[str]] = {}
     for a in answers:
-        j = judged.get(a["key"], {})
+        j = judged.get(a.item.key, {})
         w, wo = j.get(WITH_REF), j.get(WITHOUT_REF)
-        if (
-            not (w and wo)
-            or w.get("error")
-            or wo.get("error")
-            or w.get("verdict") is None
-            or wo.get("verdict") is None
-        ):
+        if not (w and wo) or w.error or wo.error or w.verdict is None or wo.verdict is None:
             continue
-        c = per.setdefault(_candidate_of(a), Counter())
+        c = per.setdefault(a.candidate, Counter())
         c["n"] += 1
-        if str(w["verdict"]).strip().lower() == str(wo["verdict"]).strip().lower():
+        if w.verdict.strip().lower() == wo.verdict.strip().lower():
             c["agree"] += 1
         else:
-            cw = verdict_class(w["verdict"], w.get("score"), None)
-            cwo = verdict_class(wo["verdict"], wo.get("score"), None)
+            cw = verdict_class(w.verdict, w.score, None)
+            cwo = verdict_class(wo.verdict, wo.score, None)
             if cw == "good" and cwo != "good":
                 c["only_with"] += 1
             elif cwo == "good" and cw != "good":
@@ -207,111 +222,104 @@ def _agreement(
     return {"rows": rows, "overall": overall, "plot": plot}
 
 
-def _candidate_of(item: dict[str, Any]) -> str:
-    return str((item["data"] or {}).get("candidate", "?"))
-
-
 def _per_candidate(
-    answers: list[dict[str, Any]],
-    judged: dict[str, dict[str, dict[str, Any]]],
-    metrics: dict[str, dict[str, dict[str, Any]]],
-    acc_judges: list[str],
+    answers: list[_Answer], judged: Judged, result: QaResult | None, acc_judges: list[str]
 ) -> list[dict[str, Any]]:
-    """One row per candidate (in order of first answer, then any known only from metrics)."""
-    candidates = list(dict.fromkeys(_candidate_of(a) for a in answers))
-    for name in sorted(metrics):
-        if name.startswith("accuracy.") or name in ("em.mean", "f1.mean"):
-            candidates += [c for c in metrics[name] if c not in candidates]
-    by_candidate: dict[str, list[dict[str, Any]]] = {c: [] for c in candidates}
-    for a in answers:
-        by_candidate[_candidate_of(a)].append(a)
+    """One row per candidate (in order of first answer, then any known only from the result)."""
+    scores = result.candidates if result is not None else {}
+    candidates = list(dict.fromkeys([a.candidate for a in answers] + list(scores)))
     rows = []
-    for c, mine in by_candidate.items():
-        unparsed = Counter(
-            name for a in mine for name, j in judged.get(a["key"], {}).items() if j.get("error")
-        )
+    for c in candidates:
+        mine = [a for a in answers if a.candidate == c]
+        unparsed = Counter(name for a in mine for name, j in judged.get(a.item.key, {}).items() if j.error)
+        res = scores.get(c)
+        accuracy = {
+            WITH_REF: res.accuracy_with_reference if res else None,
+            WITHOUT_REF: res.accuracy_without_reference if res else None,
+        }
         rows.append(
             {
                 "candidate": c,
                 "accuracy": [
-                    {"judge": j, "m": metrics.get(f"accuracy.{j}", {}).get(c), "unparsed": unparsed.get(j, 0)}
-                    for j in acc_judges
+                    {"judge": j, "m": accuracy.get(j), "unparsed": unparsed.get(j, 0)} for j in acc_judges
                 ],
-                "em": metrics.get("em.mean", {}).get(c),
-                "f1": metrics.get("f1.mean", {}).get(c),
-                "answered": sum(1 for a in mine if a["status"] == "done"),
-                "errors": sum(1 for a in mine if a["status"] == "error"),
-                "other": sum(1 for a in mine if a["status"] not in ("done", "error")),
+                "em": res.em if res else None,
+                "f1": res.f1 if res else None,
+                "answered": sum(1 for a in mine if a.item.status == "done"),
+                "errors": sum(1 for a in mine if a.item.status == "error"),
+                "other": sum(1 for a in mine if a.item.status not in ("done", "error")),
             }
         )
     return rows
 
 
 def _question_browser(
-    questions: list[dict[str, Any]],
-    answers: list[dict[str, Any]],
-    judged: dict[str, dict[str, dict[str, Any]]],
+    questions: list[tuple[ItemRecord, Question | None]],
+    answers: list[_Answer],
+    judged: Judged,
     judges: list[str],
 ) -> list[dict[str, Any]]:
     """Questions in generation order, each with its candidates' answers, scores and verdicts."""
     browser: dict[str, dict[str, Any]] = {}
 
-    def entry(qid: str, item: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:
+    def entry(qid: str, item: ItemRecord | None, data: dict[str, Any]) -> dict[str, Any]:
         return {
             "id": qid,
-            "key": item["key"] if item else None,
-            "status": item["status"] if item else None,
-            "error": item["error"] if item else None,
-            "error_cause": item["error_cause"] if item else None,
+            "key": item.key if item else None,
+            "status": item.status if item else None,
+            "error": item.error if item else None,
+            "error_cause": item.error_cause if item else None,
             "data": _question_fields(data),
             "answers": [],
             "orphan": item is None,
         }
 
-    for q in questions:
-        d = q["data"] if isinstance(q["data"], dict) else {}
-        qid = str(d.get("question_id") or q["key"])
-        browser[qid] = entry(qid, q, d)
+    for item, q in questions:
+        qid = q.question_id if q else item.key
+        browser[qid] = entry(qid, item, q.model_dump() if q else {})
     for a in answers:
-        d = a["data"] if isinstance(a["data"], dict) else {}
-        qid = str(d.get("question_id") or "?")
+        qid = a.value.question_id if a.value else str(a.context.get("question_id") or "?")
         if qid not in browser:
-            fields = {"question": d.get("question"), "reference_answer": d.get("reference_answer")}
+            fields = {
+                "question": a.value.question if a.value else a.context.get("question"),
+                "reference_answer": a.value.reference_answer
+                if a.value
+                else a.context.get("reference_answer"),
+            }
             browser[qid] = entry(qid, None, fields)
-        j = judged.get(a["key"], {})
+        j = judged.get(a.item.key, {})
         browser[qid]["answers"].append(
             {
-                "key": a["key"],
-                "status": a["status"],
-                "error": a["error"],
-                "error_cause": a["error_cause"],
-                "candidate": d.get("candidate", "?"),
-                "answer": d.get("answer"),
-                "retrieved_ids": d.get("retrieved_ids"),
-                "em": _score(d, j, "em"),
-                "f1": _score(d, j, "f1"),
-                "verdicts": _verdicts(a, j, judges),
+                "key": a.item.key,
+                "status": a.item.status,
+                "error": a.item.error,
+                "error_cause": a.item.error_cause,
+                "candidate": a.candidate,
+                "answer": a.value.answer if a.value else None,
+                "retrieved_ids": a.value.retrieved_ids if a.value else None,
+                "em": _score(a.value, j, "em"),
+                "f1": _score(a.value, j, "f1"),
+                "verdicts": _verdicts(a.value, j, judges),
             }
         )
     primary = judges[0] if judges else None
-    for q in browser.values():
-        verdicts = [v for a in q["answers"] for v in a["verdicts"] if v["present"]]
+    for entry_ in browser.values():
+        verdicts = [v for a in entry_["answers"] for v in a["verdicts"] if v["present"]]
         graded = [v for v in verdicts if v["judge"] == primary and v["cls"] != "err"]
-        q["n_good"] = sum(1 for v in graded if v["cls"] == "good")
-        q["n_graded"] = len(graded)
-        q["n_failed"] = sum(1 for a in q["answers"] if a["status"] == "error")
-        q["n_unparsed"] = sum(1 for v in verdicts if v["cls"] == "err")
+        entry_["n_good"] = sum(1 for v in graded if v["cls"] == "good")
+        entry_["n_graded"] = len(graded)
+        entry_["n_failed"] = sum(1 for a in entry_["answers"] if a["status"] == "error")
+        entry_["n_unparsed"] = sum(1 for v in verdicts if v["cls"] == "err")
     return list(browser.values())
 
 
-def _decided_by(judged: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def _decided_by(judged: Judged) -> list[dict[str, Any]]:
     """Per judge and deciding method: verdicts, how many carry a probability, and their mean P(correct)."""
     groups: dict[tuple[str, str], list[float | None]] = defaultdict(list)
     for js in judged.values():
         for name, j in js.items():
-            data = j.get("data")
-            if isinstance(data, dict) and data.get("method"):
-                groups[(name, str(data["method"]))].append(data.get("p_correct"))
+            if isinstance(j.data, dict) and j.data.get("method"):
+                groups[(name, str(j.data["method"]))].append(j.data.get("p_correct"))
     rows = []
     for (judge, method), ps in sorted(groups.items()):
         known = [p for p in ps if p is not None]
@@ -327,52 +335,58 @@ def _decided_by(judged: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, 
     return rows
 
 
-def qa_context(store: RunStore) -> dict[str, Any]:
-    """Everything the qa template shows, computed from the store."""
-    questions = store.items(kind=Question.KIND)
-    answers = store.items(kind=QaAnswer.KIND)
-    answer_keys = {a["key"] for a in answers}
-    judged: dict[str, dict[str, dict[str, Any]]] = {}
-    for j in store.judgments():
-        if j["item_key"] in answer_keys:
-            judged.setdefault(j["item_key"], {})[j["judge"]] = j
+def _typed(item: ItemRecord, model: type[P]) -> P | None:
+    """The payload of a done item; None for a failed or unfinished one (its error is shown instead)."""
+    return item.payload(model) if item.status == "done" else None
+
+
+def qa_context(run: Run) -> dict[str, Any]:
+    """Everything the qa template shows, read from the run record."""
+    result = run.result if isinstance(run.result, QaResult) else None
+    questions = [(it, _typed(it, Question)) for it in run.items(kind=Question.KIND)]
+    answers = [
+        _Answer(
+            it, _typed(it, QaAnswer), it.data if isinstance(it.data, dict) and it.status != "done" else {}
+        )
+        for it in run.items(kind=QaAnswer.KIND)
+    ]
+    answer_keys = {a.item.key for a in answers}
+    judged: Judged = {}
+    for j in run.judgments():
+        if j.item_key in answer_keys:
+            judged.setdefault(j.item_key, {})[j.judge] = j
     in_items = {
         judge
         for judge, field in ITEM_VERDICT_FIELDS.items()
-        if any(isinstance((a["data"] or {}).get(field), dict) for a in answers)
+        if any(a.value is not None and getattr(a.value, field) is not None for a in answers)
     }
     judges = _ordered_judges({name for js in judged.values() for name in js} | in_items)
-    metrics: dict[str, dict[str, dict[str, Any]]] = {}
-    for m in store.metrics():
-        metrics.setdefault(m["name"], {})[m["subject"]] = m
-    acc_judges = _ordered_judges(
-        {n.removeprefix("accuracy.") for n in metrics if n.startswith("accuracy.")} | set(judges)
-    )
+    configured = set()
+    if result is not None:
+        for c in result.candidates.values():
+            configured |= {WITH_REF} if c.accuracy_with_reference is not None else set()
+            configured |= {WITHOUT_REF} if c.accuracy_without_reference is not None else set()
+    acc_judges = _ordered_judges(configured | set(judges))
     return {
         "decided_by": _decided_by(judged),
-        "generation_stats": _generation_stats(store.get_artifact("generation_stats")),
-        "summary": store.get_artifact("summary"),
+        "generation_stats": _generation_stats(result.questions if result else None),
+        "summary": result.model_dump(mode="json") if result else None,
         "acc_judges": acc_judges,
         "judges": judges,
         "primary": judges[0] if judges else None,
-        "per_candidate": _per_candidate(answers, judged, metrics, acc_judges),
+        "per_candidate": _per_candidate(answers, judged, result, acc_judges),
         "questions": _question_browser(questions, answers, judged, judges),
         "n_answers": len(answers),
         "agreement": _agreement(answers, judged) if {WITH_REF, WITHOUT_REF} <= set(judges) else None,
         "judge_label": judge_label,
         "traces": [
-            {"candidate": d.get("candidate"), "question": d.get("question"), "trace": d["trace"]}
+            {"candidate": a.value.candidate, "question": a.value.question, "trace": a.value.trace}
             for a in answers
-            if isinstance((d := a["data"] or {}).get("trace"), dict)
+            if a.value is not None and isinstance(a.value.trace, dict)
         ],
     }
 
 
 def render(run: Run) -> str:
-    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
-    return _render_store(RunStore(run.folder / "run.sqlite"))
-
-
-def _render_store(store: RunStore) -> str:
     """HTML fragment of the qa protocol section."""
-    return render_template("qa/report.html.j2", **qa_context(store))
+    return render_template("qa/report.html.j2", **qa_context(run))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from proctor.estimates import Estimate
@@ -87,7 +88,7 @@ async def _judge(
         await ctx.judge(
             f"scoring ({metric})",
             answered,
-            lambda unit, m=metric: _lexical(unit[1], m),
+            _lexical(metric),
             item_key=lambda unit: unit[0],
             judge=metric,
             role=None,
@@ -128,9 +129,13 @@ async def _judge(
     return verdicts, failures
 
 
-async def _lexical(answer: QaAnswer, metric: str) -> Judgment:
+def _lexical(metric: str) -> Callable[[tuple[str, QaAnswer]], Awaitable[Judgment]]:
     """EM or F1 of an answer as a score-only judgment (computed when the answer was stored)."""
-    return Judgment(score=answer.em if metric == "em" else answer.f1)
+
+    async def score(unit: tuple[str, QaAnswer]) -> Judgment:
+        return Judgment(score=unit[1].em if metric == "em" else unit[1].f1)
+
+    return score
 
 
 def _summary(
