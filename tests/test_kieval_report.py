@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from proctor.kit.record import load_run
+from proctor import load_run
 from proctor.models.scripted import register_script
 from proctor.report import render_report_html
 from proctor.runner import run_config
@@ -96,7 +98,8 @@ kieval:
     assert s["contamination"]["flagged"] == ["cheat"]
     assert any("possible contamination" in w for w in s["warnings"])
 
-    html = render_report_html(RunStore(result.run_dir / "run.sqlite"))
+    with load_run(result.run_dir) as run:
+        html = render_report_html(run)
     assert "<script>alert" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
     section = html.split('<section id="protocol">', 1)[1]
@@ -126,11 +129,17 @@ def test_report_of_an_interrupted_run_shows_unfinished_conversations(tmp_path: P
             "conversation": "kvc_x",
             "candidate": "c",
             "question_id": "q",
+            "mc_key": "kvm_x",
             "round": 0,
             "interactor_question": "Why?",
         },
-        status="pending",
+        # A round that failed half-way (the candidate's reply did not come) keeps the question it got.
+        status="error",
+        error="HTTP 503",
+        error_cause="http_503",
     )
-    html = render_report_html(store)
+    store.close()
+    with load_run(tmp_path) as run:
+        html = render_report_html(run)
     section = html.split('<section id="protocol">', 1)[1]
     assert "unfinished" in section and "Why?" in section and "could not be rendered" not in section

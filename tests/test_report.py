@@ -1,4 +1,5 @@
-"""Tests of the static HTML report, on a synthetic run store shaped like the qa protocol's."""
+"""Tests of the static HTML report, on a synthetic run store shaped like the qa protocol's, read back
+with `load_run` as the runner does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from proctor.errors import UserError
+from proctor.estimates import Estimate
+from proctor.kit.record import Run, load_run
+from proctor.kit.shared.questions import GenerationStats
 from proctor.models.recording import CallRecord
+from proctor.protocols.qa.result import JudgedAccuracy, QaCandidate, QaResult
 from proctor.report import SECTIONS, plots, render_report_html, write_report
 from proctor.report._env import fmt_interval, fmt_num, fmt_pct, fmt_usd
 from proctor.store import RunStore
@@ -35,6 +41,36 @@ def _call(
         attempts=1,
         error=error,
     )
+
+
+def _candidate(
+    with_ref: tuple[float, float, float, int], without_ref: tuple[float, float, float, int], n: int
+) -> QaCandidate:
+    def acc(v: tuple[float, float, float, int]) -> JudgedAccuracy:
+        return JudgedAccuracy(value=v[0], lo=v[1], hi=v[2], n=v[3], method="wilson")
+
+    return QaCandidate(
+        model="openai/gpt-4o-mini",
+        retriever="bm25",
+        questions=3,
+        answered=n,
+        answer_errors=3 - n,
+        accuracy_with_reference=acc(with_ref),
+        accuracy_without_reference=acc(without_ref),
+        em=Estimate(value=0.6667, lo=0.2, hi=0.94, n=n, method="bootstrap"),
+        f1=Estimate(value=0.6667, n=n),
+    )
+
+
+QA_RESULT = QaResult(
+    protocol="qa",
+    config_hash="cfg123",
+    questions=GenerationStats(planned=5, generated=4, failed=1, filtered={"duplicate": 1, IMG: 0}, kept=3),
+    candidates={
+        "gpt-mini": _candidate((0.723, 0.61, 0.82, 3), (1.0, 0.44, 1.0, 3), 3),
+        "rag-bm25": _candidate((0.5, 0.2, 0.8, 2), (1.0, 0.2, 1.0, 1), 2),
+    },
+)
 
 
 def build_qa_store(path: Path) -> RunStore:
@@ -132,17 +168,7 @@ def build_qa_store(path: Path) -> RunStore:
     store.put_metric("em.mean", "gpt-mini", 0.6667, lo=0.2, hi=0.94, n=3)
     store.put_metric("f1.mean", "gpt-mini", 0.6667, n=3)
     store.put_metric("judge_agreement.kappa", "all", 0.25, n=4)
-    store.put_artifact("summary", {"questions": 3, "answers": 6})
-    store.put_artifact(
-        "generation_stats",
-        {
-            "planned": 5,
-            "generated": 4,
-            "failed": 1,
-            "filtered": {"duplicate": 1, IMG: 0},
-            "kept": 3,
-        },
-    )
+    store.put_artifact("summary", QA_RESULT.model_dump(mode="json"))
     for _ in range(3):
         store.record_call(_call("candidate", "gpt-4o-mini"))
     store.record_call(_call("candidate", "gpt-4o-mini", cached=True))
@@ -160,17 +186,28 @@ class _TagCollector(HTMLParser):
         self.tags.append((tag, attrs))
 
 
-@pytest.fixture(scope="module")
-def qa_store(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
-    return build_qa_store(tmp_path_factory.mktemp("qa") / "run.sqlite")
+def _written(folder: Path, build: object) -> Run:
+    """The run that `build(store)` wrote into `folder`, read back with `load_run`."""
+    store = RunStore(folder / "run.sqlite")
+    assert callable(build)
+    build(store)
+    store.close()
+    return load_run(folder)
 
 
 @pytest.fixture(scope="module")
-def qa_html(qa_store: RunStore) -> str:
+def qa_store(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    folder = tmp_path_factory.mktemp("qa")
+    build_qa_store(folder / "run.sqlite").close()
+    return load_run(folder)
+
+
+@pytest.fixture(scope="module")
+def qa_html(qa_store: Run) -> str:
     return render_report_html(qa_store)
 
 
-def test_write_report_writes_one_self_contained_file(qa_store: RunStore, tmp_path: Path) -> None:
+def test_write_report_writes_one_self_contained_file(qa_store: Run, tmp_path: Path) -> None:
     out = write_report(qa_store, tmp_path / "nested" / "report.html")
     assert out == tmp_path / "nested" / "report.html"
     assert out.is_file()
@@ -263,7 +300,7 @@ def test_qa_section(qa_html: str) -> None:
     assert "judge with reference" in qa and "judge without reference" in qa
 
 
-def test_judge_agreement_counts(qa_store: RunStore) -> None:
+def test_judge_agreement_counts(qa_store: Run) -> None:
     from proctor.protocols.qa.report import qa_context
 
     ctx = qa_context(qa_store)
@@ -280,13 +317,15 @@ def test_judge_agreement_counts(qa_store: RunStore) -> None:
 
 
 def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = RunStore(tmp_path / "run.sqlite")
-    store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
-    store.put_item("k1", "guess", {"question": SCRIPT, "answer": "x"})
-    store.put_item("k2", "guess", {"question": "q"}, status="error", error="boom", error_cause="timeout")
-    store.put_artifact(
-        "summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}}
-    )
+    def build(store: RunStore) -> None:
+        store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
+        store.put_item("k1", "guess", {"question": SCRIPT, "answer": "x"})
+        store.put_item("k2", "guess", {"question": "q"}, status="error", error="boom", error_cause="timeout")
+        store.put_artifact(
+            "summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}}
+        )
+
+    store = _written(tmp_path, build)
     html = render_report_html(store)
     # A protocol without report code gets the default section: estimates, item table, failures by cause.
     assert "candidates.c.accuracy" in html and "[0.100, 0.900]" in html
@@ -295,7 +334,7 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setitem(SECTIONS, "nosuchprotocol", lambda s: "<p id='custom'>kieval fragment</p>")
     assert "<p id='custom'>kieval fragment</p>" in render_report_html(store)
 
-    def broken(s: RunStore) -> str:
+    def broken(s: Run) -> str:
         raise RuntimeError(f"boom {SCRIPT}")
 
     monkeypatch.setitem(SECTIONS, "nosuchprotocol", broken)
@@ -305,8 +344,13 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
 
 
 def test_empty_store_renders(tmp_path: Path) -> None:
-    html = render_report_html(RunStore(tmp_path / "run.sqlite"))
-    assert "no run record" in html
+    (tmp_path / "empty").mkdir()
+    RunStore(tmp_path / "empty" / "run.sqlite").close()
+    with pytest.raises(UserError, match="holds no run"):  # a store without a run record has no report
+        load_run(tmp_path / "empty")
+    run = _written(tmp_path, lambda store: store.start_run("r0", "qa", {}, "h", "0.1.0"))
+    html = render_report_html(run)
+    assert "r0" in html
     assert "No metrics recorded." in html and "No model calls recorded." in html
 
 

@@ -22,8 +22,8 @@ from proctor.store import RunStore
 from proctor.viewer import create_app
 from proctor.viewer import items as items_q
 from proctor.viewer.compare import mcnemar_exact, paired_interval
-from proctor.viewer.rundir import connect_run
-from proctor.viewer.search import attach, ensure_index
+from proctor.viewer.rundir import open_run
+from proctor.viewer.search import ensure_index
 
 HOSTILE = '<script>alert("pwned")</script>'
 FACTS = {
@@ -169,17 +169,17 @@ def test_run_page_embeds_report_with_a_strict_policy(client: TestClient, runs) -
 def test_item_paging_filters_and_search(client: TestClient, runs) -> None:
     root, a, _ = runs
     folder = root / a
-    conn = connect_run(folder)
-    attach(conn, ensure_index(folder, search=True))
+    run = open_run(folder)
+    run.attach_index(ensure_index(folder, search=True))
     f = items_q.ItemFilter(kind="answer")
-    first = items_q.page(conn, f, size=2)
+    first = items_q.page(run, f, size=2)
     assert first.total == 6 and first.pages == 3 and len(first.rows) == 2
     seen = [
-        r.key for p in (1, 2, 3) for r in items_q.page(conn, f.model_copy(update={"page": p}), size=2).rows
+        r.key for p in (1, 2, 3) for r in items_q.page(run, f.model_copy(update={"page": p}), size=2).rows
     ]
     assert len(set(seen)) == 6  # every answer exactly once across pages
     assert [r.seq for r in first.rows] == sorted(r.seq for r in first.rows)
-    conn.close()
+    run.close()
 
     def keys(**params: str) -> set[str]:
         html = client.get(f"/runs/{a}/items", params={"kind": "answer", **params}).text

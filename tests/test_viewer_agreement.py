@@ -22,7 +22,7 @@ from proctor.store import RunStore
 from proctor.viewer import create_app
 from proctor.viewer.labels import LabelIn, LabelStore
 from proctor.viewer.metaeval import meta_evaluate
-from proctor.viewer.rundir import connect_run
+from proctor.viewer.rundir import open_run
 
 CSRF = "agreement-csrf"
 
@@ -127,12 +127,8 @@ def run_root(tmp_path: Path) -> Path:
 
 
 def test_metaeval_shows_group_agreement_and_correlations(run_root: Path) -> None:
-    conn = connect_run(run_root / "r")
-    try:
-        with LabelStore(run_root / "r") as ls:
-            meta = meta_evaluate(conn, ls, "ana")
-    finally:
-        conn.close()
+    with open_run(run_root / "r") as run, LabelStore(run_root / "r") as ls:
+        meta = meta_evaluate(run, ls, "ana")
     # Items labelled by >= 2: a1 (c c c), a2 (i c i), a3 (i i); a4 (ana only) is left out.
     # Fleiss: P = (1 + 1/3 + 1) / 3 = 7/9, p_c = p_i = 4/8, P_e = 1/2: kappa = (7/9 - 1/2) / (1/2) = 5/9.
     # Krippendorff: o_cc = 6/2 + 0 = 3, o_ci = o_ic = 2/2 = 1, o_ii = 2/2 + 2 = 3; n_c = n_i = 4, n = 8;

@@ -3,6 +3,10 @@
 It reads the run record only: headline estimates (every `Estimate` in the protocol's result model, named
 by its path), one table per item kind with the payload's fields as columns, and failures by kind and
 cause (items and judgments). Long text is shortened for the table; all of it is escaped by the template.
+
+A run whose result cannot be read typed — its protocol is no longer installed, or its results no longer
+fit the protocol's result model — still shows its estimates: every `{value, lo, hi, n}` mapping in the
+stored results, named by its path.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ import json
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from proctor.kit.record import Run
-from proctor.kit.result import named_estimates
+from proctor.kit.result import Result, named_estimates
 from proctor.report._env import render_template
 from proctor.store.record import ItemRecord, RunRecord
 
@@ -65,10 +69,28 @@ def _failures(run: RunRecord) -> list[dict[str, Any]]:
     ]
 
 
+def _stored_estimates(node: Any, path: str = "") -> list[dict[str, Any]]:
+    """Every estimate-shaped mapping in stored results, depth first, named by its path."""
+    if not isinstance(node, dict):
+        return []
+    if {"value", "lo", "hi", "n"} <= set(node):
+        return [{"name": path or "(result)", **node}]
+    out: list[dict[str, Any]] = []
+    for k, v in node.items():
+        if k not in ("usage", "table"):
+            out.extend(_stored_estimates(v, f"{path}.{k}" if path else str(k)))
+    return out
+
+
 def default_context(run: RunRecord, result: BaseModel | None) -> dict[str, Any]:
-    estimates = [] if result is None else named_estimates(result)
+    """`result`: the run's typed result; None (or the base `Result` of a protocol no longer installed)
+    reads the estimates from the stored results instead."""
+    if result is not None and type(result) is not Result:
+        estimates = [{"name": name, **e.model_dump()} for name, e in named_estimates(result)]
+    else:
+        estimates = _stored_estimates(run.artifact_data("summary"))
     return {
-        "estimates": [{"name": name, **e.model_dump()} for name, e in estimates],
+        "estimates": estimates,
         "tables": _item_tables(run),
         "failures": _failures(run),
         "max_rows": MAX_ROWS,
@@ -76,4 +98,8 @@ def default_context(run: RunRecord, result: BaseModel | None) -> dict[str, Any]:
 
 
 def render_default_section(run: Run) -> str:
-    return render_template("templates/default_section.html.j2", **default_context(run, run.result))
+    try:
+        result = run.result
+    except ValidationError:  # results written by another version of the protocol
+        result = None
+    return render_template("templates/default_section.html.j2", **default_context(run, result))

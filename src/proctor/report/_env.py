@@ -110,7 +110,11 @@ def new_environment(loader: BaseLoader, **filters: Callable[..., Any]) -> Enviro
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The reports' shared environment (core templates and each protocol's)."""
-    return new_environment(ChoiceLoader([FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS)), FileSystemLoader(str(KIT))]))
+    return new_environment(
+        ChoiceLoader(
+            [FileSystemLoader(str(TEMPLATES)), FileSystemLoader(str(PROTOCOLS)), FileSystemLoader(str(KIT))]
+        )
+    )
 
 
 def render_template(name: str, **context: Any) -> str:

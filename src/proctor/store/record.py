@@ -3,22 +3,46 @@
 `RunRecord` opens `run.sqlite` read-only and hands back typed rows — the run's info, its resolved config,
 items (with `payloads(Model)` for typed payloads), judgments, model calls, metrics and artifacts. The
 protocol's result model is attached by `proctor.load_run` (`proctor.kit.record`), which knows the
-protocols; this module knows only the store's tables. No other module reads `run.sqlite`.
+protocols; this module knows only the store's tables. No other module reads `run.sqlite` (besides the
+store package's own: the writer `run_store`, the browser's side index `index`, and `writes`).
+
+The viewer's queries are here too, typed and paged: counts and headline metrics for a runs list, items
+and judgments looked up by key in chunks, and — with the side index attached (`attach_index`) — pages of
+matching keys (LIMIT / OFFSET on indexes), neighbours and facets, so a browser stays fast and
+memory-flat on big runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 RUN_FILE = "run.sqlite"
 P = TypeVar("P", bound=BaseModel)
 M = TypeVar("M", bound=BaseModel)
+# What reading a store raises when it cannot be read (a run being created has no tables yet).
+StoreError = sqlite3.Error
+# `IN (...)` lists are sent in chunks of this many keys.
+_CHUNK = 500
+# The side index's schema name while attached (`attach_index`; built by `proctor.store.index`).
+INDEX_ALIAS = "vx"
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether `folder` holds a run store."""
+    return (folder / RUN_FILE).is_file()
+
+
+def store_files(folder: Path) -> list[Path]:
+    """The run store's files (the store and its write-ahead log), for change stamps."""
+    return [folder / RUN_FILE, folder / f"{RUN_FILE}-wal"]
 
 
 class RunInfo(BaseModel):
@@ -80,6 +104,9 @@ class CallRow(BaseModel):
     attempts: int | None = None
     error: str | None = None
     created: float | None = None
+    # The prompt and the reply, in stores that record them (`RunRecord.calls_with_text`).
+    messages: Any = None
+    reply: str | None = None
 
 
 class MetricRecord(BaseModel):
@@ -92,6 +119,85 @@ class MetricRecord(BaseModel):
     hi: float | None = None
     n: int | None = None
     data: Any = None
+
+
+class RunTotals(BaseModel):
+    """Counts for a runs list: model calls (and how many came from the cache), money actually spent, items."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    spent_usd: float = 0.0
+    items: int = 0
+
+
+class JudgedOutcome(BaseModel):
+    """One judgment without an error, with what identifies its item across runs (for comparing runs)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    item_key: str
+    judge: str
+    verdict: str | None = None
+    score: float | None = None
+    kind: str
+    candidate: str | None = None
+    question_id: str | None = None
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class ItemQuery:
+    """A filter over the items of a run with its side index attached (`attach_index`): kind, status,
+    candidate, a judge and/or verdict, an error cause (of the item or of a judgment), and an FTS5 query."""
+
+    kind: str | None = None
+    status: str | None = None
+    candidate: str | None = None
+    judge: str | None = None
+    verdict: str | None = None
+    cause: str | None = None
+    fts: str | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        """SQL conditions over the side index's `item_meta m`, and their parameters."""
+        conds: list[str] = []
+        args: list[Any] = []
+        for column, value in (("kind", self.kind), ("status", self.status), ("candidate", self.candidate)):
+            if value:
+                conds.append(f"m.{column} = ?")
+                args.append(value)
+        if self.verdict or self.judge:
+            sub = []
+            if self.verdict:
+                sub.append("j.verdict = ?")
+                args.append(self.verdict)
+            if self.judge:
+                sub.append("j.judge = ?")
+                args.append(self.judge)
+            conds.append(
+                f"m.seq IN (SELECT j.seq FROM {INDEX_ALIAS}.item_judgment j WHERE {' AND '.join(sub)})"
+            )
+        if self.cause:
+            conds.append(
+                f"(m.error_cause = ? OR m.seq IN (SELECT j2.seq FROM {INDEX_ALIAS}.item_judgment j2"
+                " WHERE j2.error_cause = ?))"
+            )
+            args += [self.cause, self.cause]
+        if self.fts:
+            conds.append(f"m.seq IN (SELECT rowid FROM {INDEX_ALIAS}.item_fts WHERE item_fts MATCH ?)")
+            args.append(self.fts)
+        return (" WHERE " + " AND ".join(conds)) if conds else "", args
+
+
+class IndexFacets(BaseModel):
+    """The values a run's items take, from the side index: kinds with counts, judges, verdicts, error
+    causes (of items and judgments), statuses."""
+
+    kinds: list[tuple[str, int]]
+    judges: list[str]
+    verdicts: list[str]
+    causes: list[str]
+    statuses: list[str]
 
 
 class RunRecord:
@@ -110,7 +216,7 @@ class RunRecord:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> RunRecord:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -162,6 +268,9 @@ class RunRecord:
         ).fetchone()
         return _item(row) if row else None
 
+    def has_item(self, key: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM items WHERE key=?", (key,)).fetchone() is not None
+
     def payloads(self, model: type[P], kind: str | None = None) -> list[tuple[str, P]]:
         """Every done item of `kind` (default: the model's `KIND`), typed, in insertion order."""
         kind = kind or str(getattr(model, "KIND", "")) or None
@@ -208,6 +317,192 @@ class RunRecord:
         data = self.artifact_data(name)
         return None if data is None else model.model_validate(data)
 
+    # --- the viewer's queries: a few rows at a time, on indexes ------------------------------------
+    def totals(self) -> RunTotals:
+        calls = self._conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(cached), 0),"
+            " COALESCE(SUM(CASE WHEN cached=0 THEN cost_usd ELSE 0 END), 0) FROM model_calls"
+        ).fetchone()
+        n_items = self._conn.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+        return RunTotals(
+            calls=int(calls[0]), cached_calls=int(calls[1]), spent_usd=float(calls[2]), items=int(n_items)
+        )
+
+    def headline_metrics(self, limit: int) -> list[MetricRecord]:
+        """Accuracy-like metrics first (the ones a report plots), then the others, at most `limit`."""
+        rows = self._conn.execute(
+            "SELECT * FROM metrics ORDER BY"
+            " CASE WHEN name LIKE 'accuracy%' THEN 0 WHEN name LIKE 'f1%' THEN 1 ELSE 2 END, name, subject"
+            " LIMIT ?",
+            (limit,),
+        )
+        return [MetricRecord.model_validate({**dict(r), "data": _json(r["data"])}) for r in rows]
+
+    def items_by_key(self, keys: Iterable[str]) -> dict[str, ItemRecord]:
+        """The items among `keys` the run has (looked up on the primary key, in chunks)."""
+        out: dict[str, ItemRecord] = {}
+        for chunk in _chunks(list(keys)):
+            marks = ",".join("?" * len(chunk))
+            for r in self._conn.execute(
+                f"SELECT key, kind, status, data, error, error_cause, seq FROM items WHERE key IN ({marks})",
+                chunk,
+            ):
+                out[r["key"]] = _item(r)
+        return out
+
+    def judgments_of(self, keys: Iterable[str]) -> dict[str, list[JudgmentRecord]]:
+        """The judgments of the items among `keys`, per item key, each item's in judge order."""
+        out: dict[str, list[JudgmentRecord]] = {}
+        cols = "item_key, judge, verdict, score, reason, error, error_cause, data"
+        for chunk in _chunks(list(keys)):
+            marks = ",".join("?" * len(chunk))
+            for r in self._conn.execute(
+                f"SELECT {cols} FROM judgments WHERE item_key IN ({marks}) ORDER BY item_key, judge", chunk
+            ):
+                out.setdefault(r["item_key"], []).append(
+                    JudgmentRecord.model_validate({**dict(r), "data": _json(r["data"])})
+                )
+        return out
+
+    def records_call_text(self) -> bool:
+        """Whether this store records each call's prompt and reply."""
+        return self.has_column("model_calls", "messages") and self.has_column("model_calls", "reply")
+
+    def calls_with_text(self, item_key: str) -> tuple[list[CallRow], bool]:
+        """The calls made for an item, with their prompt (`messages`, JSON when it parses) and reply when
+        the store records them; and whether it does."""
+        text = self.records_call_text()
+        extra = ", messages, reply" if text else ""
+        out = []
+        for r in self._conn.execute(
+            "SELECT id, provider, model, role, item_key, prompt_tokens, completion_tokens, cost_usd,"
+            f" latency_s, cached, attempts, error, created{extra} FROM model_calls WHERE item_key = ?"
+            " ORDER BY id",
+            (item_key,),
+        ):
+            d = {**dict(r), "cached": bool(r["cached"])}
+            if text and d.get("messages"):
+                with contextlib.suppress(json.JSONDecodeError):  # else shown as the text it is
+                    d["messages"] = json.loads(d["messages"])
+            out.append(CallRow.model_validate(d))
+        return out, text
+
+    def items_where(
+        self, kind: str, field: str, value: Any, *, exclude_status: str | None = None
+    ) -> list[ItemRecord]:
+        """The items of `kind` whose payload's top-level `field` equals `value` (a conversation's rounds,
+        a question's responses), in insertion order."""
+        if not field.isidentifier():
+            raise ValueError(f"not a payload field name: {field!r}")
+        q = (
+            "SELECT key, kind, status, data, error, error_cause, seq FROM items"
+            f" WHERE kind = ? AND json_extract(data, '$.{field}') = ?"
+        )
+        args: list[Any] = [kind, value]
+        if exclude_status is not None:
+            q += " AND status != ?"
+            args.append(exclude_status)
+        return [_item(r) for r in self._conn.execute(q + " ORDER BY seq", args)]
+
+    def judged_outcomes(self) -> Iterator[JudgedOutcome]:
+        """Every judgment without an error, with its item's kind, candidate, question id and title (the
+        question, else the keyword), streamed."""
+        cur = self._conn.execute(
+            "SELECT j.item_key, j.judge, j.verdict, j.score, i.kind,"
+            " json_extract(i.data, '$.candidate') AS candidate,"
+            " json_extract(i.data, '$.question_id') AS question_id,"
+            " COALESCE(json_extract(i.data, '$.question'), json_extract(i.data, '$.keyword'), '') AS title"
+            " FROM judgments j JOIN items i ON i.key = j.item_key WHERE j.error IS NULL"
+        )
+        for r in cur:
+            score = r["score"]
+            yield JudgedOutcome(
+                item_key=r["item_key"],
+                judge=r["judge"],
+                verdict=r["verdict"],
+                score=score if isinstance(score, int | float) else None,
+                kind=r["kind"],
+                candidate=None if r["candidate"] is None else str(r["candidate"]),
+                question_id=None if r["question_id"] is None else str(r["question_id"]),
+                title=str(r["title"]),
+            )
+
+    # --- paging over the side index (`proctor.store.index`) -----------------------------------------
+    def attach_index(self, index_path: Path) -> None:
+        """Make the run's side index visible to this connection, read-only, for the queries below."""
+        attached = {r[1] for r in self._conn.execute("PRAGMA database_list")}
+        if INDEX_ALIAS not in attached:
+            uri = f"{Path(index_path).resolve().as_uri()}?mode=ro"
+            self._conn.execute(f"ATTACH DATABASE ? AS {INDEX_ALIAS}", (uri,))
+
+    def count_matching(self, q: ItemQuery, cap: int) -> tuple[int, bool]:
+        """How many items match `q`, counting at most `cap` (and whether there are more)."""
+        where, args = q.where()
+        n = self._conn.execute(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {INDEX_ALIAS}.item_meta m{where} LIMIT ?)", [*args, cap + 1]
+        ).fetchone()[0]
+        return min(int(n), cap), int(n) > cap
+
+    def matching_keys(self, q: ItemQuery, limit: int, offset: int) -> list[str]:
+        """One page of the keys of the items matching `q`, in insertion order."""
+        where, args = q.where()
+        return [
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where} ORDER BY m.seq LIMIT ? OFFSET ?",
+                [*args, limit, offset],
+            )
+        ]
+
+    def neighbours(self, q: ItemQuery, seq: int) -> tuple[str | None, str | None]:
+        """Keys of the items matching `q` just before and just after insertion number `seq`."""
+        where, args = q.where()
+        glue = " AND " if where else " WHERE "
+        base = f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where}{glue}"
+        prev = self._conn.execute(f"{base}m.seq < ? ORDER BY m.seq DESC LIMIT 1", [*args, seq]).fetchone()
+        nxt = self._conn.execute(f"{base}m.seq > ? ORDER BY m.seq LIMIT 1", [*args, seq]).fetchone()
+        return (prev[0] if prev else None), (nxt[0] if nxt else None)
+
+    def facets(self) -> IndexFacets:
+        """From the side index: every lookup is on an index."""
+        x = INDEX_ALIAS
+        conn = self._conn
+        kinds = [
+            (r[0], int(r[1])) for r in conn.execute(f"SELECT kind, COUNT(*) FROM {x}.item_meta GROUP BY kind")
+        ]
+        judges = [r[0] for r in conn.execute(f"SELECT DISTINCT judge FROM {x}.item_judgment ORDER BY judge")]
+        verdicts = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT DISTINCT verdict FROM {x}.item_judgment WHERE verdict IS NOT NULL ORDER BY verdict"
+            )
+        ]
+        causes = sorted(
+            {
+                r[0]
+                for r in conn.execute(
+                    f"SELECT DISTINCT error_cause FROM {x}.item_meta WHERE error_cause IS NOT NULL"
+                    f" UNION SELECT DISTINCT error_cause FROM {x}.item_judgment WHERE error_cause IS NOT NULL"
+                )
+            }
+        )
+        statuses = [r[0] for r in conn.execute(f"SELECT DISTINCT status FROM {x}.item_meta ORDER BY status")]
+        return IndexFacets(kinds=kinds, judges=judges, verdicts=verdicts, causes=causes, statuses=statuses)
+
+    def judged_kinds(self) -> list[str]:
+        """Kinds with at least one judgment, from the side index (one index probe per kind)."""
+        x = INDEX_ALIAS
+        out = []
+        for (kind,) in self._conn.execute(f"SELECT DISTINCT kind FROM {x}.item_meta").fetchall():
+            hit = self._conn.execute(
+                f"SELECT 1 FROM {x}.item_meta m WHERE m.kind = ? AND EXISTS"
+                f" (SELECT 1 FROM {x}.item_judgment j WHERE j.seq = m.seq) LIMIT 1",
+                (kind,),
+            ).fetchone()
+            if hit:
+                out.append(kind)
+        return out
+
 
 def call_totals(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     rows = conn.execute(
@@ -218,6 +513,11 @@ def call_totals(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         " FROM model_calls GROUP BY role, model ORDER BY role, model"
     )
     return [dict(r) for r in rows]
+
+
+def _chunks(keys: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(keys), _CHUNK):
+        yield keys[i : i + _CHUNK]
 
 
 def _json(text: str | None) -> Any:

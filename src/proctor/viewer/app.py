@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hmac
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,9 +36,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from proctor.store.record import MetricRecord, RunRecord
 from proctor.viewer import items as items_q
 from proctor.viewer.compare import compare, preference_summary
-from proctor.viewer.exam import QUESTION_KIND, exam_item
 from proctor.viewer.labels import (
     LabelFileError,
     LabelIn,
@@ -55,13 +54,13 @@ from proctor.viewer.metaeval import meta_evaluate
 from proctor.viewer.rundir import (
     RunNotFound,
     candidate_names,
-    connect_run,
     list_runs,
+    open_run,
     resolve_run,
     store_stamp,
     summarize,
 )
-from proctor.viewer.search import attach, ensure_index, fts_query
+from proctor.viewer.search import ensure_index, fts_query
 from proctor.viewer.templating import render
 
 STATIC = Path(__file__).parent / "static"
@@ -69,6 +68,7 @@ LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
 REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
 TOKEN_COOKIE = "proctor_view_token"
 TOKEN_PARAM = "token"
+EXAM_QUESTION_KIND = "exam_question"  # `proctor.viewer.exam.QUESTION_KIND`
 PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-src 'self'; object-src 'none'"
 
 
@@ -102,19 +102,23 @@ def _check_csrf(request: Request) -> None:
         raise HTTPException(403, "missing or wrong CSRF token (reload the page)")
 
 
-def _open_indexed(folder: Path, *, search: bool = False) -> sqlite3.Connection:
-    """A read-only connection to the run store with the side index (built or refreshed) attached."""
+def _open_indexed(folder: Path, *, search: bool = False) -> RunRecord:
+    """The run record (read-only) with the side index (built or refreshed) attached."""
     index = ensure_index(folder, search=search)
-    conn = connect_run(folder)
-    attach(conn, index)
-    return conn
+    run = open_run(folder)
+    try:
+        run.attach_index(index)
+    except BaseException:
+        run.close()
+        raise
+    return run
 
 
-def _facets(state: ViewerState, folder: Path, conn: sqlite3.Connection) -> tuple[items_q.Facets, list[str]]:
+def _facets(state: ViewerState, folder: Path, run: RunRecord) -> tuple[items_q.Facets, list[str]]:
     key = (folder.name, store_stamp(folder))
     hit = state.facets.get(key)
     if hit is None:
-        hit = (items_q.facets(conn), items_q.judged_kinds(conn))
+        hit = (items_q.facets(run), items_q.judged_kinds(run))
         state.facets = {k: v for k, v in state.facets.items() if k[0] != folder.name}
         state.facets[key] = hit
     return hit
@@ -140,12 +144,9 @@ async def runs_page(request: Request) -> Response:
 async def run_page(request: Request) -> Response:
     folder = _folder(request)
     summary = summarize(folder)
-    conn = _open_indexed(folder)
-    try:
-        fc, judged = _facets(_state(request), folder, conn)
-        metrics = [dict(r) for r in conn.execute("SELECT * FROM metrics ORDER BY name, subject")]
-    finally:
-        conn.close()
+    with _open_indexed(folder) as run:
+        fc, judged = _facets(_state(request), folder, run)
+        metrics: list[MetricRecord] = run.metrics()
     with LabelStore(folder) as labels:
         n_labels = labels.count()
     others = [
@@ -185,15 +186,12 @@ async def items_page(request: Request) -> Response:
     folder = _folder(request)
     f = _filter(request)
     fts = fts_query(f.q) if f.q else None
-    conn = _open_indexed(folder, search=fts is not None)
-    try:
-        fc, judged = _facets(_state(request), folder, conn)
+    with _open_indexed(folder, search=fts is not None) as run:
+        fc, judged = _facets(_state(request), folder, run)
         if f.kind is None:
             f = f.model_copy(update={"kind": items_q.default_kind(fc, judged)})
-        page = items_q.page(conn, f, fts)
-        candidates = candidate_names(conn)
-    finally:
-        conn.close()
+        page = items_q.page(run, f, fts)
+        candidates = candidate_names(run)
     with LabelStore(folder) as labels:
         current = labels.current([r.key for r in page.rows])
     by_key: dict[str, list[Any]] = {}
@@ -217,15 +215,17 @@ async def item_page(request: Request) -> Response:
     key = request.path_params["key"]
     f = _filter(request).model_copy(update={"page": 1})
     fts = fts_query(f.q) if f.q else None
-    conn = _open_indexed(folder, search=fts is not None)
-    try:
-        item = items_q.detail(conn, key)
+    with _open_indexed(folder, search=fts is not None) as run:
+        item = items_q.detail(run, key)
         if item is None:
             raise HTTPException(404, "no such item in this run")
-        prev_key, next_key = items_q.neighbours(conn, f, item.seq, fts)
-        exam = exam_item(conn, item.key, item.data) if item.kind == QUESTION_KIND else None
-    finally:
-        conn.close()
+        prev_key, next_key = items_q.neighbours(run, f, item.seq, fts)
+        exam = None
+        if item.kind == EXAM_QUESTION_KIND:
+            # Imported here: the exam view needs the exam protocol, which other runs never load.
+            from proctor.viewer.exam import exam_item
+
+            exam = exam_item(run.connection, item.key, item.data)
     with LabelStore(folder) as labels:
         history = labels.history(key)
     return _page(
@@ -245,12 +245,8 @@ async def item_page(request: Request) -> Response:
 async def metaeval_page(request: Request) -> Response:
     folder = _folder(request)
     annotator = request.query_params.get("annotator") or None
-    conn = connect_run(folder)
-    try:
-        with LabelStore(folder) as labels:
-            meta = meta_evaluate(conn, labels, annotator)
-    finally:
-        conn.close()
+    with open_run(folder) as run, LabelStore(folder) as labels:
+        meta = meta_evaluate(run, labels, annotator)
     return _page(request, "metaeval.html.j2", run_id=folder.name, meta=meta)
 
 
@@ -260,12 +256,8 @@ async def compare_page(request: Request) -> Response:
     run_a, run_b = summarize(folder_a), summarize(folder_b)
     if run_a.protocol != run_b.protocol:
         raise HTTPException(400, f"runs of different protocols ({run_a.protocol}, {run_b.protocol})")
-    conn_a, conn_b = connect_run(folder_a), connect_run(folder_b)
-    try:
-        cmp = compare(run_a.run_id, conn_a, run_b.run_id, conn_b)
-    finally:
-        conn_a.close()
-        conn_b.close()
+    with open_run(folder_a) as record_a, open_run(folder_b) as record_b:
+        cmp = compare(run_a.run_id, record_a, run_b.run_id, record_b)
     first = min(run_a.run_id, run_b.run_id)  # preferences live in the labels of the pair's first run
     with LabelStore(folder_a if first == run_a.run_id else folder_b) as labels:
         prefs = preference_summary(run_a.run_id, run_b.run_id, labels.current())
@@ -292,14 +284,11 @@ async def post_label(request: Request) -> Response:
         lab = LabelIn.model_validate(body)
     except (ValueError, ValidationError) as e:
         return JSONResponse({"error": str(e)}, status_code=400)
-    conn = connect_run(folder)
-    try:
-        row = conn.execute("SELECT kind FROM items WHERE key = ?", (lab.item_id,)).fetchone()
-    finally:
-        conn.close()
-    if row is None:
+    with open_run(folder) as run:
+        item = run.item(lab.item_id)
+    if item is None:
         return JSONResponse({"error": "no such item in this run"}, status_code=404)
-    scale = scale_for(row[0])
+    scale = scale_for(item.kind)
     if lab.label not in allowed(scale):
         return JSONResponse(
             {"error": f"this item takes {', '.join(allowed(scale))}, not {lab.label!r}"}, status_code=400
@@ -332,12 +321,9 @@ async def post_preference(request: Request) -> Response:
     folders = {}
     for run_id, key in ((pref.run_a, pref.item_a), (pref.run_b, pref.item_b)):
         folders[run_id] = folder = _folder(request, run_id)
-        conn = connect_run(folder)
-        try:
-            found = conn.execute("SELECT 1 FROM items WHERE key = ?", (key,)).fetchone()
-        finally:
-            conn.close()
-        if found is None:
+        with open_run(folder) as run:
+            found = run.has_item(key)
+        if not found:
             return JSONResponse({"error": f"no item {key!r} in run {run_id}"}, status_code=404)
     pair, swapped = PreferencePair(pref.run_a, pref.item_a, pref.run_b, pref.item_b).canonical()
     stored_label = swap_preference(pref.label) if swapped else pref.label

@@ -14,13 +14,13 @@ tests A against B with a two-sided sign test (ties left out).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import binomtest
 
+from proctor.store.record import RunRecord
 from proctor.viewer import items as items_q
 from proctor.viewer.labels import Label, PreferencePair, swap_preference
 from proctor.viewer.metaeval import THRESHOLD
@@ -79,30 +79,22 @@ class Comparison:
     flips_total: int = 0
 
 
-def outcomes(conn: sqlite3.Connection) -> Iterator[tuple[str, Outcome]]:
+def outcomes(run: RunRecord) -> Iterator[tuple[str, Outcome]]:
     """(match key, outcome) for every judged item with a binary outcome, streamed from the store."""
-    cur = conn.execute(
-        "SELECT j.item_key, j.judge, j.verdict, j.score, i.kind,"
-        " json_extract(i.data, '$.candidate') AS candidate, json_extract(i.data, '$.question_id') AS qid,"
-        " COALESCE(json_extract(i.data, '$.question'), json_extract(i.data, '$.keyword'), '') AS title"
-        " FROM judgments j JOIN items i ON i.key = j.item_key WHERE j.error IS NULL"
-    )
-    for r in cur:
-        verdict, score = r["verdict"], r["score"]
-        if verdict in ("correct", "incorrect"):
-            ok = verdict == "correct"
-        elif isinstance(score, int | float):
-            ok = score >= THRESHOLD
+    for o in run.judged_outcomes():
+        if o.verdict in ("correct", "incorrect"):
+            ok = o.verdict == "correct"
+        elif o.score is not None:
+            ok = o.score >= THRESHOLD
         else:
             continue
-        cand = r["candidate"]
+        cand = o.candidate
         match = (
-            f"{r['kind']}|{cand}|{r['qid']}" if cand is not None and r["qid"] is not None else r["item_key"]
+            f"{o.kind}|{cand}|{o.question_id}"
+            if cand is not None and o.question_id is not None
+            else o.item_key
         )
-        yield (
-            f"{match}|{r['judge']}",
-            Outcome(r["item_key"], str(cand) if cand is not None else "", r["judge"], ok, str(r["title"])),
-        )
+        yield f"{match}|{o.judge}", Outcome(o.item_key, cand or "", o.judge, ok, o.title)
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, *, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
@@ -163,9 +155,9 @@ def preference_summary(run_a: str, run_b: str, labels: list[Label]) -> Preferenc
     return out
 
 
-def compare(run_a: str, conn_a: sqlite3.Connection, run_b: str, conn_b: sqlite3.Connection) -> Comparison:
-    a = dict(outcomes(conn_a))
-    b = dict(outcomes(conn_b))
+def compare(run_a: str, record_a: RunRecord, run_b: str, record_b: RunRecord) -> Comparison:
+    a = dict(outcomes(record_a))
+    b = dict(outcomes(record_b))
     shared = [k for k in a if k in b]
     cmp = Comparison(
         run_a, run_b, matched=len(shared), only_a=len(a) - len(shared), only_b=len(b) - len(shared)
@@ -208,8 +200,8 @@ def compare(run_a: str, conn_a: sqlite3.Connection, run_b: str, conn_b: sqlite3.
                             b[k].correct,
                         )
                     )
-    answers_a = items_q.answers(conn_a, sorted({fl.key_a for fl in cmp.flips}))
-    answers_b = items_q.answers(conn_b, sorted({fl.key_b for fl in cmp.flips}))
+    answers_a = items_q.answers(record_a, sorted({fl.key_a for fl in cmp.flips}))
+    answers_b = items_q.answers(record_b, sorted({fl.key_b for fl in cmp.flips}))
     for fl in cmp.flips:
         fl.answer_a, fl.answer_b = answers_a.get(fl.key_a, ""), answers_b.get(fl.key_b, "")
     return cmp

@@ -13,9 +13,7 @@ Fleiss' kappa and Krippendorff's alpha (nominal) over all annotators on the item
 
 from __future__ import annotations
 
-import json
 import math
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -29,6 +27,7 @@ from proctor.metaeval.agreement import (
     group_agreement,
     spearman,
 )
+from proctor.store.record import RunRecord
 from proctor.viewer.labels import BINARY, RATING, Label, LabelStore, Scale, scale_for
 
 THRESHOLD = 0.5
@@ -115,31 +114,28 @@ def label_value(label: str) -> float:
     return binary[label] if label in binary else float(label)
 
 
-def method_outputs(conn: sqlite3.Connection, keys: list[str]) -> dict[str, tuple[Scale, dict[str, Output]]]:
+def method_outputs(run: RunRecord, keys: list[str]) -> dict[str, tuple[Scale, dict[str, Output]]]:
     """item key -> (its scale, {method: output}) for the items among `keys` the run has."""
     out: dict[str, tuple[Scale, dict[str, Output]]] = {}
     for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        for r in conn.execute(f"SELECT key, kind, data FROM items WHERE key IN ({marks})", chunk):
-            scale = scale_for(r["kind"])
+        for key, it in run.items_by_key(chunk).items():
+            scale = scale_for(it.kind)
             methods: dict[str, Output] = {}
-            data = json.loads(r["data"]) if r["data"] else None
-            scores = data.get("scores") if isinstance(data, dict) else None
+            scores = it.data.get("scores") if isinstance(it.data, dict) else None
             if isinstance(scores, dict) and scale == "binary":
                 for name, s in scores.items():
                     if (o := _output(scale, None, s, None)) is not None:
                         methods[str(name)] = o
-            out[r["key"]] = (scale, methods)
-        for j in conn.execute(
-            f"SELECT item_key, judge, verdict, score, data, error FROM judgments WHERE item_key IN ({marks})",
-            chunk,
-        ):
-            if j["error"] or j["item_key"] not in out:
+            out[key] = (scale, methods)
+        for key, judgments in run.judgments_of(chunk).items():
+            if key not in out:
                 continue
-            scale, methods = out[j["item_key"]]
-            jd = json.loads(j["data"]) if j["data"] else None
-            if (o := _output(scale, j["verdict"], j["score"], jd)) is not None:
-                methods[j["judge"]] = o
+            scale, methods = out[key]
+            for j in judgments:
+                if j.error:
+                    continue
+                if (o := _output(scale, j.verdict, j.score, j.data)) is not None:
+                    methods[j.judge] = o
     return out
 
 
@@ -150,14 +146,12 @@ def _latest_per_item(labels: list[Label]) -> dict[str, Label]:
     return out
 
 
-def meta_evaluate(
-    conn: sqlite3.Connection, store: LabelStore, annotator: str | None = None
-) -> MetaEvaluation:
+def meta_evaluate(run: RunRecord, store: LabelStore, annotator: str | None = None) -> MetaEvaluation:
     """Agreement of every method with the labels of `annotator` (or, without one, each item's latest label
     by anyone), and among the annotators (every pair, and all together)."""
     current = store.current(annotator=annotator)
     by_item = _latest_per_item(current)
-    outputs = method_outputs(conn, list(by_item))
+    outputs = method_outputs(run, list(by_item))
     result = MetaEvaluation(
         annotator=annotator,
         annotators=store.annotators(),

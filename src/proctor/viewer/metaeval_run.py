@@ -12,15 +12,14 @@ annotators (subject `<a>|<b>:<scale>`). A new meta-evaluation replaces all earli
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from proctor.errors import UserError
-from proctor.store import RunStore
+from proctor.store.record import RUN_FILE, MetricRecord, RunRecord, StoreError, is_run_folder
+from proctor.store.writes import replace_metrics
 from proctor.viewer.labels import LabelFileError, LabelIn, LabelStore, parse_lines
 from proctor.viewer.metaeval import MetaEvaluation, meta_evaluate
-from proctor.viewer.rundir import RUN_FILE, connect_run
 
 METAEVAL_FILE = "metaeval.json"
 METRIC_PREFIX = "metaeval."
@@ -53,7 +52,7 @@ def _run_folder(run_dir: Path) -> Path:
             f"proctor metaeval: '{run_dir}' is not a folder. Give a run folder that `proctor run` wrote, "
             "e.g. runs/<run_id> (`proctor view` lists them)."
         )
-    if not (run_dir / RUN_FILE).is_file():
+    if not is_run_folder(run_dir):
         raise UserError(
             f"proctor metaeval: '{run_dir}' has no {RUN_FILE}, so it is not a run folder. Give the folder "
             "of one run (runs/<run_id>), not the folder that holds the runs."
@@ -89,40 +88,57 @@ def _read_labels(path: Path, annotator: str | None) -> list[LabelIn]:
         ) from None
 
 
-def _put_metrics(store: RunStore, meta: MetaEvaluation) -> None:
-    store.drop_metrics(METRIC_PREFIX)
+def _metric_rows(meta: MetaEvaluation) -> list[MetricRecord]:
+    out: list[MetricRecord] = []
     common = {"annotator": meta.annotator}
     for m in meta.methods:
         ag, subject = m.agreement, method_subject(m.method, m.scale)
-        store.put_metric("metaeval.accuracy", subject, ag.accuracy, n=ag.n, data={**common, "scale": m.scale})
-        store.put_metric(
-            "metaeval.kappa",
-            subject,
-            ag.kappa,
-            lo=ag.kappa_lo,
-            hi=ag.kappa_hi,
-            n=ag.n,
-            data={**common, "scale": m.scale, "categories": ag.categories, "confusion": ag.confusion},
+        out.append(
+            MetricRecord(
+                name="metaeval.accuracy", subject=subject, value=ag.accuracy, n=ag.n,
+                data={**common, "scale": m.scale},
+            )
+        )  # fmt: skip
+        out.append(
+            MetricRecord(
+                name="metaeval.kappa",
+                subject=subject,
+                value=ag.kappa,
+                lo=ag.kappa_lo,
+                hi=ag.kappa_hi,
+                n=ag.n,
+                data={**common, "scale": m.scale, "categories": ag.categories, "confusion": ag.confusion},
+            )
         )
         if m.correlation is not None:
             c = m.correlation
-            store.put_metric("metaeval.spearman", subject, c.rho, n=c.n, data={**common, "p": c.p})
+            out.append(
+                MetricRecord(
+                    name="metaeval.spearman", subject=subject, value=c.rho, n=c.n, data={**common, "p": c.p}
+                )
+            )
     for g in meta.groups:
         subject, ga = f"annotators:{g.scale}", g.agreement
         data = {"annotators": ga.annotators, "labels": ga.labels}
-        store.put_metric("metaeval.fleiss_kappa", subject, ga.fleiss_kappa, n=ga.items, data=data)
-        store.put_metric("metaeval.krippendorff_alpha", subject, ga.krippendorff_alpha, n=ga.items, data=data)
+        for name, value in (
+            ("metaeval.fleiss_kappa", ga.fleiss_kappa),
+            ("metaeval.krippendorff_alpha", ga.krippendorff_alpha),
+        ):
+            out.append(MetricRecord(name=name, subject=subject, value=value, n=ga.items, data=data))
     for p in meta.pairs:
         ag = p.agreement
-        store.put_metric(
-            "metaeval.pair_kappa",
-            f"{p.a}|{p.b}:{p.scale}",
-            ag.kappa,
-            lo=ag.kappa_lo,
-            hi=ag.kappa_hi,
-            n=ag.n,
-            data={"accuracy": ag.accuracy},
+        out.append(
+            MetricRecord(
+                name="metaeval.pair_kappa",
+                subject=f"{p.a}|{p.b}:{p.scale}",
+                value=ag.kappa,
+                lo=ag.kappa_lo,
+                hi=ag.kappa_hi,
+                n=ag.n,
+                data={"accuracy": ag.accuracy},
+            )
         )
+    return out
 
 
 def run_metaeval(
@@ -144,8 +160,8 @@ def run_metaeval(
             added, skipped = labels.import_labels(parsed)
         imported = Imported(str(labels_file), added, skipped)
     try:
-        conn = connect_run(folder)
-    except sqlite3.Error as e:
+        record = RunRecord(folder)
+    except StoreError as e:
         raise UserError(
             f"proctor metaeval: cannot read '{folder / RUN_FILE}' ({e}). Is the run still being created? "
             "Wait for it to finish, or give another run folder."
@@ -164,23 +180,19 @@ def run_metaeval(
                     f"proctor metaeval: no labels by annotator '{annotator}' in '{folder}'. Annotators "
                     f"with labels: {', '.join(known)}; leave out --annotator to use each item's latest label."
                 )
-            meta = meta_evaluate(conn, labels, annotator)
+            meta = meta_evaluate(record, labels, annotator)
     finally:
-        conn.close()
+        record.close()
     result = MetaEvalResult(folder.name, imported, meta)
     text = json.dumps(asdict(result), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     tmp = folder / f".{METAEVAL_FILE}.tmp"
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(folder / METAEVAL_FILE)
-    store = RunStore(folder / RUN_FILE)
-    try:
-        _put_metrics(store, meta)
-        if report and (folder / "report.html").is_file():
-            from proctor.kit.record import load_run
-            from proctor.report import write_report
+    replace_metrics(folder, METRIC_PREFIX, _metric_rows(meta))
+    if report and (folder / "report.html").is_file():
+        from proctor.kit.record import load_run
+        from proctor.report import write_report
 
-            with load_run(folder) as run:
-                write_report(run, folder / "report.html")
-    finally:
-        store.close()
+        with load_run(folder) as run:
+            write_report(run, folder / "report.html")
     return result

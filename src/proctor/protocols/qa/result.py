@@ -23,10 +23,10 @@ class QaCandidate(Part):
     answered: int
     answer_errors: int
     accuracy_with_reference: Annotated[
-        JudgedAccuracy | None, OmitNone(), Metric("accuracy.judge_with_reference")
+        JudgedAccuracy | None, OmitNone(), Metric("accuracy.llm_with_reference")
     ] = None
     accuracy_without_reference: Annotated[
-        JudgedAccuracy | None, OmitNone(), Metric("accuracy.judge_without_reference")
+        JudgedAccuracy | None, OmitNone(), Metric("accuracy.llm_without_reference")
     ] = None
     em: Annotated[Estimate, Metric("em.mean")]
     f1: Annotated[Estimate, Metric("f1.mean")]

@@ -1,0 +1,147 @@
+"""A run's side index for browsing: `viewer.sqlite` in the run folder (never the run store), so a browser
+filters and pages over indexed columns whatever the run's size (`RunRecord.attach_index` and the paged
+queries after it read it).
+
+* `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter;
+* `item_judgment` — one row per judgment (seq, judge, verdict, error cause), indexed by verdict and cause;
+* `item_fts` — an FTS5 index of each item's key, data strings and error (rowid = seq), built on the
+  first search only.
+
+Everything is built in SQL with the run store attached read-only (no item is loaded into Python), on the
+first visit, and refreshed when the run store has changed since (a running run): items updated since the
+last refresh are re-indexed, judgments (which carry no time) are re-read whole.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from proctor.store.record import RUN_FILE, store_files
+
+INDEX_FILE = "viewer.sqlite"
+VERSION = "1"
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS item_meta (
+  seq INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT, status TEXT, candidate TEXT, error_cause TEXT);
+CREATE INDEX IF NOT EXISTS item_meta_kind ON item_meta(kind, seq);
+CREATE INDEX IF NOT EXISTS item_meta_cand ON item_meta(kind, candidate, seq);
+CREATE INDEX IF NOT EXISTS item_meta_status ON item_meta(kind, status, seq);
+CREATE INDEX IF NOT EXISTS item_meta_cause ON item_meta(error_cause, seq);
+CREATE TABLE IF NOT EXISTS item_judgment (seq INTEGER, judge TEXT, verdict TEXT, error_cause TEXT);
+CREATE INDEX IF NOT EXISTS item_judgment_seq ON item_judgment(seq, judge);
+CREATE INDEX IF NOT EXISTS item_judgment_verdict ON item_judgment(verdict, judge, seq);
+CREATE INDEX IF NOT EXISTS item_judgment_judge ON item_judgment(judge, seq);
+CREATE INDEX IF NOT EXISTS item_judgment_cause ON item_judgment(error_cause, seq);
+"""
+# Every string in an item's data, its key and its error: what a search matches.
+_ITEM_TEXT = (
+    "r.key || ' ' || COALESCE((SELECT group_concat(t.value, ' ') FROM json_tree(r.data) t"
+    " WHERE t.type = 'text'), '') || ' ' || COALESCE(r.error, '')"
+)
+
+
+def _lock(folder: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(folder, threading.Lock())
+
+
+def _side(folder: Path) -> sqlite3.Connection:
+    side = sqlite3.connect(folder / INDEX_FILE, timeout=30, isolation_level=None)
+    side.execute("PRAGMA journal_mode=WAL")
+    side.executescript(SCHEMA)
+    side.execute("ATTACH DATABASE ? AS run", (f"{(folder / RUN_FILE).resolve().as_uri()}?mode=ro",))
+    return side
+
+
+def _meta(side: sqlite3.Connection) -> dict[str, str]:
+    return dict(side.execute("SELECT k, v FROM main.meta").fetchall())
+
+
+def _set(side: sqlite3.Connection, **values: str) -> None:
+    side.executemany("INSERT OR REPLACE INTO main.meta (k, v) VALUES (?, ?)", list(values.items()))
+
+
+def ensure_index(folder: Path, *, search: bool = False) -> Path:
+    """Build or refresh the run's side index (with the full-text index when `search`); returns its path."""
+    path = folder / INDEX_FILE
+    with _lock(folder):
+        side = _side(folder)
+        try:
+            meta = _meta(side)
+            stamp = store_stamp(folder)
+            if meta.get("version") != VERSION:
+                side.execute("BEGIN")
+                side.execute("DELETE FROM main.item_meta")
+                side.execute("DELETE FROM main.item_judgment")
+                side.execute("DROP TABLE IF EXISTS main.item_fts")
+                side.execute("DELETE FROM main.meta")
+                _set(side, version=VERSION)
+                side.execute("COMMIT")
+                meta = {"version": VERSION}
+            if meta.get("stamp") != stamp:
+                _refresh(side, meta, stamp)
+                meta = _meta(side)
+            if search and meta.get("fts_stamp") != stamp:
+                _refresh_fts(side, meta, stamp)
+        finally:
+            side.close()
+    return path
+
+
+def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None:
+    since = float(meta.get("updated", "-1"))
+    side.execute("BEGIN")
+    if since >= 0:
+        side.execute(
+            "DELETE FROM main.item_meta WHERE seq IN (SELECT seq FROM run.items WHERE updated >= ?)", (since,)
+        )
+    side.execute(
+        "INSERT OR REPLACE INTO main.item_meta (seq, key, kind, status, candidate, error_cause)"
+        " SELECT seq, key, kind, status, json_extract(data, '$.candidate'), error_cause FROM run.items"
+        " WHERE updated >= ?",
+        (since,),
+    )
+    side.execute("DELETE FROM main.item_judgment")
+    side.execute(
+        "INSERT INTO main.item_judgment (seq, judge, verdict, error_cause)"
+        " SELECT i.seq, j.judge, j.verdict, j.error_cause FROM run.judgments j JOIN run.items i"
+        " ON i.key = j.item_key"
+    )
+    newest = side.execute("SELECT MAX(updated) FROM run.items").fetchone()[0]
+    _set(side, stamp=stamp, updated=repr(float(newest)) if newest is not None else "-1")
+    side.execute("COMMIT")
+
+
+def _refresh_fts(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None:
+    since = float(meta.get("fts_updated", "-1"))
+    side.execute("BEGIN")
+    side.execute("CREATE VIRTUAL TABLE IF NOT EXISTS main.item_fts USING fts5(text, tokenize='unicode61')")
+    if since >= 0:
+        side.execute(
+            "DELETE FROM main.item_fts WHERE rowid IN (SELECT seq FROM run.items WHERE updated >= ?)",
+            (since,),
+        )
+    side.execute(
+        f"INSERT INTO main.item_fts (rowid, text) SELECT r.seq, {_ITEM_TEXT} FROM run.items r"
+        " WHERE r.updated >= ?",
+        (since,),
+    )
+    newest = side.execute("SELECT MAX(updated) FROM run.items").fetchone()[0]
+    _set(side, fts_stamp=stamp, fts_updated=repr(float(newest)) if newest is not None else "-1")
+    side.execute("COMMIT")
+
+
+def store_stamp(folder: Path) -> str:
+    """Changes whenever the run store (or its write-ahead log) is written."""
+    parts = []
+    for p in store_files(folder):
+        if p.exists():
+            st = p.stat()
+            parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
