@@ -14,8 +14,11 @@ import yaml
 
 from proctor.config import RunConfig, load_config
 from proctor.errors import UserError
+from proctor.kit.record import load_run
 from proctor.models.scripted import register_script
+from proctor.protocols.suite.result import MemberRuns, SuiteResult
 from proctor.runner import run_config
+from proctor.store import RunStore
 
 # topic -> document -> (intro, facts: (subject, attribute, value, wrong values))
 DOCS = {
@@ -279,6 +282,21 @@ def test_knowledge_map_separates_known_and_unknown_topics(suite_config: Path, tm
     usage = s["usage"]
     assert [u["member"] for u in usage["members"]] == ["qa", "exam"]
     assert usage["total"]["calls"] == sum(u["calls"] for u in usage["members"]) > 0
+    # The suite's record reads back typed: results.json is the result model; the kit stored the pooled
+    # mastery of every cell as a metric, and the members' run folders as an artifact.
+    with load_run(result.run_dir) as run:
+        typed = run.result
+        metrics = run.metrics()
+        recorded = run.artifact("suite_members", MemberRuns)
+    assert isinstance(typed, SuiteResult) and typed.model_dump(mode="json") == s
+    assert typed.member_usage.total.calls == usage["total"]["calls"]
+    assert {m.name for m in metrics} == {"mastery.combined"}
+    light_name = next(t["name"] for t in s["topics"]["topics"] if t["topic_id"] == light)
+    known_metric = next(m for m in metrics if m.subject == f"lighthouse-only @ {light} ({light_name})")
+    assert known_metric.value == 1.0 and known_metric.n == known["combined"]["n"]
+    assert len(metrics) == len(s["map"]) == 4
+    assert recorded is not None and [r.member for r in recorded.runs] == ["qa", "exam"]
+    assert all(Path(r.run_dir).is_dir() and r.usage.calls > 0 for r in recorded.runs)
 
 
 def test_disagreeing_members_are_reported() -> None:
@@ -312,7 +330,10 @@ def test_rerun_is_fully_cached_with_identical_results(suite_config: Path, tmp_pa
     first = run_config(suite_config, out=out, show_progress=False)
     second = run_config(suite_config, out=out, show_progress=False)
     assert first.run_dir != second.run_dir
-    members = [Path(m["run_dir"]) for m in json.loads(_artifact(second.run_dir, "suite_members"))]
+    with load_run(second.run_dir) as run:
+        recorded = run.artifact("suite_members", MemberRuns)
+    assert recorded is not None
+    members = [Path(m.run_dir) for m in recorded.runs]
     assert len(members) == 2
     for run_dir in members:
         total, cached = (
@@ -324,9 +345,11 @@ def test_rerun_is_fully_cached_with_identical_results(suite_config: Path, tmp_pa
     assert (first.run_dir / "results.json").read_bytes() == (second.run_dir / "results.json").read_bytes()
 
 
-def _artifact(run_dir: Path, name: str) -> str:
-    row = sqlite3.connect(run_dir / "run.sqlite").execute("SELECT data FROM artifacts WHERE name=?", (name,))
-    return row.fetchone()[0]
+def _member_store(tmp_path: Path, cfg: RunConfig) -> RunStore:
+    """A member's run store with its run record (what `load_run` reads the config from)."""
+    store = RunStore(tmp_path / "run.sqlite")
+    store.start_run(tmp_path.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), "test")
+    return store
 
 
 def test_bad_member_section_names_the_field(tmp_path: Path) -> None:
@@ -396,9 +419,17 @@ def test_reckon_evidence_reads_judged_units_on_their_chunks(tmp_path: Path) -> N
     from proctor.protocols.reckon.run import ReckonItem
     from proctor.protocols.reckon.units import KnowledgeUnit
     from proctor.protocols.suite.evidence import member_evidence
-    from proctor.store import RunStore
 
-    store = RunStore(tmp_path / "run.sqlite")
+    cfg = RunConfig.model_validate(
+        {
+            "protocol": "reckon",
+            "corpus": {"path": "docs"},
+            "models": {"m": "scripted/x"},
+            "roles": {"examiner": "m", "judge": "m"},
+            "candidates": [{"name": "cand", "model": "m"}],
+        }
+    )
+    store = _member_store(tmp_path, cfg)
     for uid, chunks in (("u1", ["c1"]), ("u2", ["c1", "c2"]), ("u3", [])):
         unit = KnowledgeUnit(
             unit_id=uid, type="fact", keyword=uid, description="d", chunk_id=None, chunk_ids=chunks
@@ -424,17 +455,9 @@ def test_reckon_evidence_reads_judged_units_on_their_chunks(tmp_path: Path) -> N
             scores={},
         )
         store.put_item(item.item_id, ReckonItem.KIND, item.model_dump(mode="json"))
-    cfg = RunConfig.model_validate(
-        {
-            "protocol": "reckon",
-            "corpus": {"path": "docs"},
-            "models": {"m": "scripted/x"},
-            "roles": {"examiner": "m", "judge": "m"},
-            "candidates": [{"name": "cand", "model": "m"}],
-        }
-    )
-    ev = member_evidence(store, cfg)
     store.close()
+    with load_run(tmp_path) as run:
+        ev = member_evidence(run)
     assert [(e.item, e.chunk_ids, e.correct) for e in ev.items] == [
         ("u1@cand", ("c1",), True),
         ("u2@cand", ("c1", "c2"), False),
@@ -445,10 +468,9 @@ def test_reckon_evidence_reads_judged_units_on_their_chunks(tmp_path: Path) -> N
 def test_exam_pipelines_map_to_candidates_by_identity(tmp_path: Path) -> None:
     """A grid cell with a candidate's model, retriever and k replaces the candidate's own pipeline
     (the exam grades one of them); it still counts for the candidate. Other cells stay out of the map."""
+    from proctor.protocols.exam.result import PipelineSpec
     from proctor.protocols.suite.evidence import _exam_subjects
-    from proctor.store import RunStore
 
-    store = RunStore(tmp_path / "run.sqlite")
     pipes = [
         {"name": "m/closed_book/icl0", "model": "m", "retriever": "closed_book", "k": 3, "icl": 0},
         {"name": "m/closed_book/icl1", "model": "m", "retriever": "closed_book", "k": 3, "icl": 1},
@@ -456,7 +478,6 @@ def test_exam_pipelines_map_to_candidates_by_identity(tmp_path: Path) -> None:
         {"name": "rag/icl0", "model": "m", "retriever": "bm25", "k": 1, "icl": 0},
         {"name": "svc", "model": "", "retriever": "own", "k": 0, "icl": 0},
     ]
-    store.put_artifact("exam_pipelines", pipes)
     cfg = RunConfig.model_validate(
         {
             "protocol": "exam",
@@ -470,8 +491,7 @@ def test_exam_pipelines_map_to_candidates_by_identity(tmp_path: Path) -> None:
             ],
         }
     )
-    of, others = _exam_subjects(store, cfg)
-    store.close()
+    of, others = _exam_subjects([PipelineSpec(**p, factors={}) for p in pipes], cfg)
     assert of == {"m/closed_book/icl0": "closed", "rag/icl0": "rag", "svc": "svc"}
     assert others == ["m/closed_book/icl1", "m/bm25/icl0"]
 
@@ -480,9 +500,18 @@ def test_interview_evidence_reads_base_answers_on_their_chunks(tmp_path: Path) -
     from proctor.protocols.interview.answers import JUDGE, InterviewAnswer
     from proctor.protocols.interview.base import BaseQuestion
     from proctor.protocols.suite.evidence import member_evidence
-    from proctor.store import RunStore
 
-    store = RunStore(tmp_path / "run.sqlite")
+    cfg = RunConfig.model_validate(
+        {
+            "protocol": "interview",
+            "corpus": {"path": "docs"},
+            "models": {"m": "scripted/x"},
+            "roles": {"examiner": "m", "judge": "m"},
+            "candidates": [{"name": "cand", "model": "m"}],
+            "interview": {"from_run": "runs/exam"},
+        }
+    )
+    store = _member_store(tmp_path, cfg)
     for qid, chunks, choices in (("q1", ["c1"], ["A", "B"]), ("q2", ["c2"], []), ("q3", ["c3"], [])):
         q = BaseQuestion(
             question_id=qid, question="?", choices=choices, answer_index=0 if choices else None, answer="A",
@@ -502,18 +531,9 @@ def test_interview_evidence_reads_base_answers_on_their_chunks(tmp_path: Path) -
     store.put_judgment("a2", JUDGE, verdict="incorrect", score=0.0, reason="r")
     answer("a3", "q3", "base", None)  # short answer whose judgment failed: unjudged
     answer("a4", "q1", "validation", True)  # not a base question: left out
-    cfg = RunConfig.model_validate(
-        {
-            "protocol": "interview",
-            "corpus": {"path": "docs"},
-            "models": {"m": "scripted/x"},
-            "roles": {"examiner": "m", "judge": "m"},
-            "candidates": [{"name": "cand", "model": "m"}],
-            "interview": {"from_run": "runs/exam"},
-        }
-    )
-    ev = member_evidence(store, cfg)
     store.close()
+    with load_run(tmp_path) as run:
+        ev = member_evidence(run)
     assert ev.supported
     assert [(e.item, e.chunk_ids, e.correct) for e in ev.items] == [
         ("a1", ("c1",), True),

@@ -112,8 +112,8 @@ def run_config(
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     protocol = get_protocol(cfg.protocol)
     if protocol.compose is not None:
-        result: RunResult = protocol.compose(cfg, out=Path(out), resume=resume, show_progress=show_progress)
-        return result
+        composed: RunResult = protocol.compose(cfg, out=Path(out), resume=resume, show_progress=show_progress)
+        return composed
     missing = protocol.missing_role(cfg.roles)
     if missing:
         raise UserError(f"{missing}.")
@@ -177,6 +177,28 @@ def run_config(
             store.close()
         log.removeHandler(handler)
         handler.close()
+
+
+def record_composed_run(cfg: RunConfig, run_dir: Path, result: Result) -> RunResult:
+    """The folder of a run made of other runs (a protocol's `compose`, e.g. the suite): its run record,
+    what the kit derives from its result (`write_result`: metrics, artifacts, results.json) and its
+    report. It made no model calls of its own. An existing folder (`--resume`) is written over."""
+    from proctor.kit.record import load_run
+    from proctor.report import write_report
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = RunStore(run_dir / "run.sqlite")
+    try:
+        store.start_run(
+            run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__
+        )
+        summary = write_result(cfg, store, run_dir, result, None)
+        store.finish_run(run_dir.name)
+    finally:
+        store.close()
+    with load_run(run_dir) as run:
+        write_report(run, run_dir / "report.html")
+    return RunResult(run_dir, summary, result)
 
 
 def write_result(

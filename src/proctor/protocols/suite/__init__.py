@@ -3,18 +3,18 @@ cache, then one knowledge map of candidates x topics (k-means topics of the chun
 member's judged items, with the places where members disagree.
 
 A suite opens no run context of its own: the runner hands the config to `compose` (`run_suite`), which
-runs the members through the runner and writes the suite's folder.
+runs the members through the runner and has the kit write the suite's folder from its result.
 """
 
-from typing import Any
-
 from proctor.errors import UserError
+from proctor.kit.context import RunContext
 from proctor.kit.registry import Protocol, Role
 from proctor.protocols.suite.config import Config
+from proctor.protocols.suite.result import SuiteResult
 from proctor.protocols.suite.run import run_suite
 
 
-async def _no_context(ctx: Any) -> dict[str, Any]:
+async def _no_context(ctx: RunContext[Config]) -> SuiteResult:
     raise UserError(
         "the suite protocol runs other runs; start it with `proctor run` (proctor.runner.run_config)."
     )
@@ -30,5 +30,6 @@ PROTOCOL = Protocol(
         Role("evaluator", "passed to the members whose protocol has this role (kieval)", required=False),
     ),
     run=_no_context,
+    result=SuiteResult,
     compose=run_suite,
 )

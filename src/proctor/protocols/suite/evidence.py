@@ -1,5 +1,6 @@
-"""Per-item correctness of each member run, read back from its run store, with the corpus chunks each
-item came from. One scale for all members: an item is correct or not (its share is the mastery).
+"""Per-item correctness of each member run, read back through `load_run` (typed payloads and judgments),
+with the corpus chunks each item came from. One scale for all members: an item is correct or not (its
+share is the mastery).
 
 - qa: every answer, with the verdict of the first configured judge (`qa.judges`; exact match when none)
   on its question's `source_chunk_ids`;
@@ -20,11 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
 
 from proctor.config import RunConfig
-from proctor.kit.steps import read_items
-from proctor.store import RunStore
+from proctor.kit.record import Run
+from proctor.store.record import ItemRecord
+
+if TYPE_CHECKING:
+    from proctor.protocols.exam.result import PipelineSpec
 
 
 @dataclass(frozen=True)
@@ -46,61 +52,85 @@ class MemberEvidence:
     supported: bool = True
 
 
-Reader = Callable[[RunStore, RunConfig], MemberEvidence]
+Reader = Callable[[Run], MemberEvidence]
 
 
-def _qa(store: RunStore, cfg: RunConfig) -> MemberEvidence:
-    from proctor.protocols.qa.run import QaAnswer
+class _FailedUnit(BaseModel):
+    """What a failed item records of its unit (the step's context): whose it was."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    candidate: str | None = None
+    pipeline: str | None = None
+
+
+def _failed(run: Run, kind: str) -> list[_FailedUnit]:
+    def unit(it: ItemRecord) -> _FailedUnit:
+        return _FailedUnit.model_validate(it.data) if isinstance(it.data, dict) else _FailedUnit()
+
+    return [unit(it) for it in run.iter_items(kind, "error")]
+
+
+def _verdicts(run: Run, judge: str) -> dict[str, bool | None]:
+    """Item key -> the judge's verdict (None: the judgment failed or has no score)."""
+    return {
+        j.item_key: None if j.error or j.score is None else j.score >= 1.0
+        for j in run.judgments()
+        if j.judge == judge
+    }
+
+
+def _qa(run: Run) -> MemberEvidence:
     from proctor.kit.shared.judges import JUDGE_NAMES
     from proctor.kit.shared.questions import Question
+    from proctor.protocols.qa.config import Config as QaConfig
+    from proctor.protocols.qa.run import QaAnswer
 
-    judges = getattr(cfg.settings, "judges", [])
+    cfg = run.config
+    judges = cfg.settings.judges if isinstance(cfg.settings, QaConfig) else []
     judge = JUDGE_NAMES[judges[0]] if judges else "em"
     measure = f"qa accuracy ({'judge ' + judges[0].replace('_', ' ') if judges else 'exact match'})"
-    sources = {q.question_id: tuple(q.source_chunk_ids) for _, q in read_items(store, Question)}
-    verdicts = {j["item_key"]: j for j in store.judgments() if j["judge"] == judge}
+    sources = {q.question_id: tuple(q.source_chunk_ids) for _, q in run.payloads(Question)}
+    verdicts = _verdicts(run, judge)
     out = MemberEvidence(measure)
-    names = {c.name for c in cfg.candidates}
-    for key, a in read_items(store, QaAnswer):
+    names = _candidates(cfg)
+    for key, a in run.payloads(QaAnswer):
         if a.candidate not in names:
             continue
-        j = verdicts.get(key)
-        if j is None or j["error"] or j["score"] is None:
+        correct = verdicts.get(key)
+        if correct is None:
             out.unjudged += 1
             continue
-        out.items.append(Evidence(a.candidate, key, sources.get(a.question_id, ()), j["score"] >= 1.0))
-    out.unjudged += sum(
-        1 for it in store.items(QaAnswer.KIND, status="error") if (it["data"] or {}).get("candidate") in names
-    )
+        out.items.append(Evidence(a.candidate, key, sources.get(a.question_id, ()), correct))
+    out.unjudged += sum(1 for f in _failed(run, QaAnswer.KIND) if f.candidate in names)
     return out
 
 
-def _exam_subjects(store: RunStore, cfg: RunConfig) -> tuple[dict[str, str], list[str]]:
+def _exam_subjects(pipelines: list[PipelineSpec], cfg: RunConfig) -> tuple[dict[str, str], list[str]]:
     """Pipeline name -> candidate name, and the pipelines that are no candidate (grid cells)."""
-    pipelines: list[dict[str, Any]] = store.get_artifact("exam_pipelines") or []
-    least_icl = min((p["icl"] for p in pipelines), default=0)
+    least_icl = min((p.icl for p in pipelines), default=0)
     of: dict[str, str] = {}
     for c in cfg.candidates:
         for p in pipelines:
-            if p["name"] == c.name and p["retriever"] == "own":
-                of[p["name"]] = c.name
-            elif c.model is not None and c.agent is None and p["retriever"] != "own":
-                same_k = p["retriever"] in ("closed_book", "oracle") or p["k"] == c.k
-                if (p["model"], p["retriever"], p["icl"]) == (c.model, c.retriever, least_icl) and same_k:
-                    of.setdefault(p["name"], c.name)
-    return of, [p["name"] for p in pipelines if p["name"] not in of]
+            if p.name == c.name and p.retriever == "own":
+                of[p.name] = c.name
+            elif c.model is not None and c.agent is None and p.retriever != "own":
+                same_k = p.retriever in ("closed_book", "oracle") or p.k == c.k
+                if (p.model, p.retriever, p.icl) == (c.model, c.retriever, least_icl) and same_k:
+                    of.setdefault(p.name, c.name)
+    return of, [p.name for p in pipelines if p.name not in of]
 
 
-def _exam(store: RunStore, cfg: RunConfig) -> MemberEvidence:
+def _exam(run: Run) -> MemberEvidence:
+    from proctor.protocols.exam.exam_file import ExamQuestion
     from proctor.protocols.exam.grading import ExamResponse
+    from proctor.protocols.exam.result import ExamPipelines
 
-    sources = {
-        it["data"]["id"]: tuple(it["data"].get("source_chunk_ids") or ())
-        for it in store.items("exam_question", status="done")
-    }
-    candidate_of, others = _exam_subjects(store, cfg)
+    sources = {q.id: tuple(q.source_chunk_ids) for _, q in run.payloads(ExamQuestion)}
+    pipelines = run.artifact("exam_pipelines", ExamPipelines)
+    candidate_of, others = _exam_subjects(pipelines.root if pipelines else [], run.config)
     out = MemberEvidence("exam accuracy (multiple choice)", not_mapped=others)
-    for key, r in read_items(store, ExamResponse):
+    for key, r in run.payloads(ExamResponse):
         cand = candidate_of.get(r.pipeline)
         if cand is None:
             continue
@@ -108,19 +138,17 @@ def _exam(store: RunStore, cfg: RunConfig) -> MemberEvidence:
             out.unjudged += 1
             continue
         out.items.append(Evidence(cand, key, sources.get(r.question_id, ()), bool(r.correct)))
-    for it in store.items(ExamResponse.KIND, status="error"):
-        if candidate_of.get((it["data"] or {}).get("pipeline", "")):
-            out.unjudged += 1
+    out.unjudged += sum(1 for f in _failed(run, ExamResponse.KIND) if candidate_of.get(f.pipeline or ""))
     return out
 
 
-def _reckon(store: RunStore, cfg: RunConfig) -> MemberEvidence:
+def _reckon(run: Run) -> MemberEvidence:
     from proctor.protocols.reckon.run import ReckonItem
     from proctor.protocols.reckon.units import KnowledgeUnit
 
-    sources = {u.unit_id: tuple(u.chunk_ids) for _, u in read_items(store, KnowledgeUnit)}
+    sources = {u.unit_id: tuple(u.chunk_ids) for _, u in run.payloads(KnowledgeUnit)}
     out = MemberEvidence("reckon unit accuracy (correct / judged units)")
-    for key, it in read_items(store, ReckonItem):
+    for key, it in run.payloads(ReckonItem):
         if it.status not in ("correct", "incorrect"):
             out.unjudged += 1
             continue
@@ -128,25 +156,18 @@ def _reckon(store: RunStore, cfg: RunConfig) -> MemberEvidence:
     return out
 
 
-def _interview(store: RunStore, cfg: RunConfig) -> MemberEvidence:
+def _interview(run: Run) -> MemberEvidence:
     from proctor.protocols.interview.answers import JUDGE, InterviewAnswer
     from proctor.protocols.interview.base import BaseQuestion
 
-    sources = {q.question_id: tuple(q.chunk_ids) for _, q in read_items(store, BaseQuestion)}
-    verdicts = {j["item_key"]: j for j in store.judgments() if j["judge"] == JUDGE}
+    sources = {q.question_id: tuple(q.chunk_ids) for _, q in run.payloads(BaseQuestion)}
+    verdicts = _verdicts(run, JUDGE)
     out = MemberEvidence("interview accuracy (base questions)")
-    names = {c.name for c in cfg.candidates}
-    for key, a in read_items(store, InterviewAnswer):
+    names = _candidates(run.config)
+    for key, a in run.payloads(InterviewAnswer):
         if a.stage != "base" or a.candidate not in names:
             continue
-        correct = a.correct
-        if (
-            correct is None
-            and (j := verdicts.get(key)) is not None
-            and not j["error"]
-            and j["score"] is not None
-        ):
-            correct = j["score"] >= 1.0
+        correct = a.correct if a.correct is not None else verdicts.get(key)
         if correct is None:
             out.unjudged += 1
             continue
@@ -154,11 +175,16 @@ def _interview(store: RunStore, cfg: RunConfig) -> MemberEvidence:
     return out
 
 
+def _candidates(cfg: RunConfig) -> set[str]:
+    return {c.name for c in cfg.candidates}
+
+
 READERS: dict[str, Reader] = {"qa": _qa, "exam": _exam, "reckon": _reckon, "interview": _interview}
 
 
-def member_evidence(store: RunStore, cfg: RunConfig) -> MemberEvidence:
-    reader = READERS.get(cfg.protocol)
+def member_evidence(run: Run) -> MemberEvidence:
+    """The evidence a member's run gives the map (its protocol's reader), read through `load_run`."""
+    reader = READERS.get(run.protocol)
     if reader is None:
-        return MemberEvidence(f"{cfg.protocol}: no per-item evidence for the map", supported=False)
-    return reader(store, cfg)
+        return MemberEvidence(f"{run.protocol}: no per-item evidence for the map", supported=False)
+    return reader(run)
