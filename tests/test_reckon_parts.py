@@ -226,7 +226,7 @@ def test_meta_evaluation_statistics() -> None:
             items.append(ReckonItem.model_construct(item_id=iid, candidate=cand, scores=scores))
     items[0].scores["reckon"] = None  # uncovered: left out of RECKON's n
     labels["u9@zzz"] = 1
-    res = meta_evaluate(items, labels, {"reckon": None, "bleu": 0.5})
+    res = meta_evaluate(items, labels, {"reckon": None, "bleu": 0.5}).model_dump()
     assert (res["matched"], res["unmatched"]) == (15, 1)
     r = next(m for m in res["methods"] if m["method"] == "reckon")
     h = [x for c in human for x in human[c]][1:]
@@ -269,7 +269,7 @@ def test_meta_evaluation_undefined_kappa() -> None:
             for i, s in enumerate(scores)
         ]
         labels = {item_id("x", f"u{i}"): h for i, h in enumerate(human)}
-        out: dict[str, Any] = meta_evaluate(its, labels, {"m": 0.5})["methods"][0]
+        out: dict[str, Any] = meta_evaluate(its, labels, {"m": 0.5}).methods[0].model_dump()
         return out
 
     assert row([1, 1, 1], [1.0, 1.0, 1.0])["kappa"] is None
@@ -298,7 +298,7 @@ def test_cost_summary_groups_roles(tmp_path: Path) -> None:
         call("baseline:answer", 80, 40)
         call("baseline:judge", 250, 30)
         call("baseline:judge_noref", 200, 30)
-    cost = cost_summary(store)
+    cost = cost_summary(store.call_totals())[0].model_dump()
     assert cost["reckon"]["calls"] == 4 and cost["reckon"]["tokens"] == 1330
     assert cost["baseline"]["calls"] == 9 and cost["baseline"]["tokens"] == 3 * 720
     assert cost["token_ratio"] == pytest.approx(1330 / 2160, abs=1e-4)

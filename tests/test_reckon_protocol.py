@@ -556,7 +556,10 @@ def test_cluster_judging_one_call_per_cluster_same_verdicts_as_unit_mode(
     # One call per (candidate, cluster question) = per answer with units for stage 2, vs. one per unit.
     assert len(c_calls) == len({v["answer_key"] for v in c_verdicts}) == 4 < len(c_verdicts) == 16
     assert len(u_calls) == len(u_verdicts) == 16
-    assert all(k.startswith("rvc_") for k in c_calls) and all(k.startswith("rv_") for k in u_calls)
+    # Keys are the kit's: the item kind, then the unit's hash (a batch call vs. a per-unit verdict).
+    batch, verdict = "reckon_verdict_batch_", "reckon_verdict_"
+    assert all(k.startswith(batch) for k in c_calls)
+    assert all(k.startswith(verdict) and not k.startswith(batch) for k in u_calls)
 
     def outcome(run_dir: Path) -> dict[tuple[str, str], tuple]:
         return {
@@ -1137,7 +1140,7 @@ def test_with_extract_realigned_units_get_a_stage_two_call(tmp_path: Path) -> No
     assert {k for k, v in status.items() if v == "correct"} == RIGHT_HALF
     assert len(_calls(result.run_dir, "reckon:extract")) == 1
     calls = _calls(result.run_dir, "reckon:judge")
-    assert len(calls) == 1 and calls[0].startswith("rvc_")
+    assert len(calls) == 1 and calls[0].startswith("reckon_verdict_batch_")
     (batch,) = _items(result.run_dir, "reckon_verdict_batch")
     assert len(batch["verdicts"]) == 2  # the realigned units only
     verdicts = {v["unit_id"]: v for v in _items(result.run_dir, "reckon_verdict")}
@@ -1188,25 +1191,14 @@ def test_with_extract_needs_cluster_extraction(tmp_path: Path) -> None:
         run_config(cfg, out=tmp_path / "runs", show_progress=False)
 
 
-def test_with_extract_keys_differ_from_the_two_call_mode() -> None:
-    """A resumed run in another judge mode reuses neither the extraction nor the verdicts."""
-    from types import SimpleNamespace
+def test_with_extract_runs_apart_from_the_two_call_mode(tmp_path: Path) -> None:
+    """A run in another judge mode reuses neither the extraction nor the verdicts: the judge mode is part of
+    the config, and a config with another hash is another run folder (keys are derived by the kit within a
+    run; `--resume` never crosses configs)."""
+    from proctor.config import load_config
 
-    from proctor.protocols.reckon.config import Config
-    from proctor.protocols.reckon.judging import extract_jobs, verdict_key
-    from proctor.protocols.reckon.units import KnowledgeUnit
-
-    unit = KnowledgeUnit.model_validate(
-        {"unit_id": "ku_1", "keyword": "harbour bell", "description": "The harbour bell is bronze.",
-         "type": "factual", "chunk_id": "c1", "chunk_ids": ["c1"]}
-    )  # fmt: skip
-    identity = SimpleNamespace(provider=SimpleNamespace(identity=lambda: {"model": "m"}))
-
-    def keys(mode: str) -> tuple[str, str]:
-        ctx = SimpleNamespace(settings=Config(judge_mode=mode), role=lambda _: identity)
-        (job,) = extract_jobs(ctx, "ra_1", "The harbour bell is bronze.", [unit])  # type: ignore[arg-type]
-        return job.key, verdict_key(ctx, "ra_1", "ku_1")  # type: ignore[arg-type]
-
-    cluster, unit_mode, one = keys("cluster"), keys("unit"), keys("with_extract")
-    assert cluster[0] == unit_mode[0] != one[0]  # the extraction's key changes only for with_extract
-    assert len({cluster[1], unit_mode[1], one[1]}) == 3
+    hashes = set()
+    for mode in ("cluster", "unit", "with_extract"):
+        cfg = write_config(tmp_path, ["half"], f"{{judge_mode: {mode}}}", name=mode)
+        hashes.add(load_config(cfg).config_hash())
+    assert len(hashes) == 3

@@ -6,12 +6,14 @@ reference: correct / incorrect / uncovered) -> uncovered units re-clustered and 
 The per-unit reference-QA baseline runs on the same units and candidates, with its own call accounting.
 
 Modules: `config` (the `reckon:` section), `units`, `clustering`, `questions`, `candidates`, `judging`,
-`rounds`, `baselines`, `cost`, `metaeval`, `run` (`async run(ctx) -> summary`).
+`rounds`, `baselines`, `cost`, `metaeval`, `result` (the typed result), `report`, `run`
+(`async run(ctx) -> ReckonResult`).
 """
 
-from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.run import run
 from proctor.kit.registry import Protocol, Role
+from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.result import ReckonResult
+from proctor.protocols.reckon.run import run
 
 PROTOCOL = Protocol(
     name="reckon",
@@ -21,4 +23,5 @@ PROTOCOL = Protocol(
         Role("judge", "extracts excerpts and judges each unit against its reference"),
     ),
     run=run,
+    result=ReckonResult,
 )

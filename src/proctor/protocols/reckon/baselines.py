@@ -24,14 +24,15 @@ from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.corpus.types import Chunk
 from proctor.errors import UserError
-from proctor.prompts import prompt_version
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.reckon.config import Config
-from proctor.protocols.reckon.questions import leaked_values, redact
-from proctor.protocols.reckon.units import KnowledgeUnit
+from proctor.kit.context import RunContext
 from proctor.kit.shared.answers import AnswerItem, AnswerTask, answer_questions
 from proctor.kit.shared.judges import JUDGE_NAMES, JudgeKind, judge_answers
 from proctor.kit.shared.questions import Question, QuestionTask, write_questions
+from proctor.kit.steps import Judgment
+from proctor.prompts import prompt_version
+from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.questions import leaked_values, redact
+from proctor.protocols.reckon.units import KnowledgeUnit
 
 if TYPE_CHECKING:
     from proctor.embeddings.base import Embedder
@@ -64,11 +65,6 @@ class BaselineOutcome:
     scores: dict[str, float | None] = field(default_factory=dict)
 
 
-def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, qkey: str) -> str:
-    # The candidate identity is one part of the key (a list), as it has always been: keys stay stable.
-    return work_key("ba", ctx.candidate_identity(ccfg), qkey)
-
-
 def _blank_leaks(q: BaselineQuestion, unit: KnowledgeUnit) -> BaselineQuestion:
     """The same rule as RECKON's questions: numbers of the unit the question gives away are blanked out,
     so a candidate that repeats the question is not credited with them (the two methods stay comparable)."""
@@ -94,7 +90,7 @@ async def run_baselines(
     by_id = {u.unit_id: u for u in units}
     tasks = [
         QuestionTask(
-            work_key("bq", u.unit_id, u.chunk_id, version, examiner.provider.identity(), ctx.config.seed),
+            (u.unit_id, passage(u), u.keyword, u.description),
             {"passage": passage(u), "keyword": u.keyword, "description": u.description},
             seed=ctx.config.seed,
             source_chunk_ids=list(u.chunk_ids),
@@ -118,14 +114,15 @@ async def run_baselines(
     questions = {o.unit.unit_id: o.value for o in written if o.value is not None}
 
     answer_tasks = [
-        AnswerTask(answer_key(ctx, ccfg, q.question_id), cand, q)
-        for ccfg, cand in candidates
+        AnswerTask(cand, q)
+        for _, cand in candidates
         for u in units
         if (q := questions.get(u.unit_id)) is not None
     ]
     answers = await answer_questions(
         ctx, answer_tasks, output=BaselineAnswer, role=ROLES["answer"], description="baseline: answers"
     )
+    answer_of = {(o.unit.candidate.name, o.unit.question.question_id): o.key for o in answers}
     answered = {o.key: o.value for o in answers if o.value is not None}
 
     scores: dict[str, dict[str, float | None]] = {k: {} for k in answered}
@@ -156,18 +153,29 @@ async def run_baselines(
         classic["rouge_l"] = rouge_l_scores(preds, refs)
     if "embedding" in cfg.baselines:
         classic["embedding"] = embedding_scores(ctx.embedder, preds, refs)
-    for name, values in classic.items():
-        for k, v in zip(keys, values, strict=True):
-            ctx.store.put_judgment(k, name, verdict=None, score=v, reason=None)
-            scores[k][name] = v
+    for name, values in classic.items():  # score-only judgments, no model call
+        for scored in await ctx.judge(
+            f"baseline: {name}",
+            list(zip(keys, values, strict=True)),
+            _score,
+            item_key=lambda unit: unit[0],
+            judge=name,
+            role=None,
+        ):
+            scores[scored.key][name] = scored.value.score if scored.value is not None else None
 
     out: dict[str, dict[str, BaselineOutcome]] = {c.name: {} for _, c in candidates}
-    for ccfg, cand in candidates:
+    for _, cand in candidates:
         for u in units:
             q = questions.get(u.unit_id)
-            akey = answer_key(ctx, ccfg, q.question_id) if q is not None else None
+            akey = answer_of.get((cand.name, q.question_id)) if q is not None else None
             out[cand.name][u.unit_id] = BaselineOutcome(akey, scores.get(akey or "", {}))
     return out
+
+
+async def _score(unit: tuple[str, float]) -> Judgment:
+    """A classic metric's score of an answer, computed beforehand, as a score-only judgment."""
+    return Judgment(score=unit[1])
 
 
 def bleu_scores(preds: list[str], refs: list[str]) -> list[float]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
-from proctor.prompts import render_messages
 from proctor.kit.context import RunContext
+from proctor.prompts import render_messages
 from proctor.protocols.reckon.config import Config
 
 PROMPT = "reckon/answer"

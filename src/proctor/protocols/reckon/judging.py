@@ -47,11 +47,11 @@ from pydantic import BaseModel, Field
 from proctor.errors import StepError
 from proctor.judging.equivalence import nothing_beyond_question, veto
 from proctor.judging.llm import TOP_LOGPROBS, verdict_distributions
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Failure, Outcome, Payload
+from proctor.prompts import render_messages
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.units import KnowledgeUnit, normalise, split_sentences
-from proctor.kit.steps import Failure, Payload
 
 VERDICTS = ("correct", "incorrect", "uncovered")
 EXTRACT_ROLE = "reckon:extract"
@@ -280,7 +280,7 @@ class UnitReply(BaseModel):
 
 
 class ClusterVerdicts(Payload):
-    """One cluster-judge reply, per verdict key."""
+    """One cluster-judge reply, per unit id."""
 
     KIND: ClassVar[str] = "reckon_verdict_batch"
     answer_key: str
@@ -289,8 +289,7 @@ class ClusterVerdicts(Payload):
 
 @dataclass(frozen=True)
 class ExtractJob:
-    key: str
-    answer_key: str
+    answer_key: str  # the key of the answer read (its `Outcome.key`)
     sentences: list[str]  # the answer's numbered sentences (1-based in prompts and replies)
     units: list[KnowledgeUnit]
 
@@ -298,43 +297,17 @@ class ExtractJob:
 def extract_jobs(
     ctx: RunContext[Config], answer_key: str, answer: str, units: list[KnowledgeUnit]
 ) -> list[ExtractJob]:
-    judge = ctx.role("judge")
-    cfg = ctx.settings
+    """One job for the answer's units (`extract_mode: cluster`), or one per unit."""
     sents = answer_sentences(answer)
-    if cfg.extract_mode == "cluster":
-        version = prompt_version(EXTRACT_PROMPT)
-        mode = (
-            ["with_extract", prompt_version(EXTRACT_JUDGE_PROMPT)] if cfg.judge_mode == "with_extract" else []
-        )
-        key = work_key(
-            "rx", answer_key, [u.unit_id for u in units], cfg.extract_max_sentences, version,
-            judge.provider.identity(), *(["check"] if cfg.extract_check else []), *mode,
-        )  # fmt: skip
-        return [ExtractJob(key, answer_key, sents, units)]
-    version = prompt_version(EXTRACT_UNIT_PROMPT)
-    return [
-        ExtractJob(
-            work_key(
-                "rxu",
-                answer_key,
-                u.unit_id,
-                cfg.extract_max_sentences,
-                version,
-                judge.provider.identity(),
-                *(["check"] if cfg.extract_check else []),
-            ),
-            answer_key,
-            sents,
-            [u],
-        )
-        for u in units
-    ]
+    if ctx.settings.extract_mode == "cluster":
+        return [ExtractJob(answer_key, sents, units)]
+    return [ExtractJob(answer_key, sents, [u]) for u in units]
 
 
 async def run_extraction(
     ctx: RunContext[Config], round_no: int, jobs: list[ExtractJob]
-) -> dict[str, Extraction]:
-    """Stage 1 for every job; returns the extractions that succeeded, by job key. An answer without a
+) -> list[tuple[ExtractJob, Extraction]]:
+    """Stage 1 for every job; returns the jobs whose extraction succeeded, with it. An answer without a
     sentence needs no call: none of its units is mentioned."""
     cfg = ctx.settings
     judge = ctx.role("judge")
@@ -429,7 +402,7 @@ async def run_extraction(
         f"reckon round {round_no}: extracting",
         jobs,
         extract,
-        key=lambda j: j.key,
+        unit_id=lambda j: (j.answer_key, j.sentences, j.units),
         role=EXTRACT_ROLE,
         output=Extraction,
         context=lambda j: {
@@ -438,25 +411,11 @@ async def run_extraction(
             "unit_ids": [u.unit_id for u in j.units],
         },
     )
-    return {o.key: o.value for o in outcomes if o.value is not None}
-
-
-def verdict_key(ctx: RunContext[Config], answer_key: str, unit_id: str) -> str:
-    """Per-unit verdict key; cluster and with_extract modes add their mode and prompt versions (unit mode
-    keeps the old key)."""
-    judge = ctx.role("judge")
-    if ctx.settings.judge_mode == "with_extract":
-        versions = [prompt_version(EXTRACT_JUDGE_PROMPT), prompt_version(JUDGE_CLUSTER_PROMPT)]
-        return work_key("rv", answer_key, unit_id, "with_extract", *versions, judge.provider.identity())
-    if ctx.settings.judge_mode == "cluster":
-        version = prompt_version(JUDGE_CLUSTER_PROMPT)
-        return work_key("rv", answer_key, unit_id, "cluster", version, judge.provider.identity())
-    return work_key("rv", answer_key, unit_id, prompt_version(JUDGE_PROMPT), judge.provider.identity())
+    return [(o.unit, o.value) for o in outcomes if o.value is not None]
 
 
 @dataclass(frozen=True)
 class JudgeJob:
-    key: str
     pending: UnitVerdict  # everything but the verdict and its reason
     unit: KnowledgeUnit
     uncovered: str | None = None  # why stage 1 already settles the unit as uncovered (no stage-2 call)
@@ -509,16 +468,24 @@ def new_evidence(unit: KnowledgeUnit) -> str:
     return "" if normalise(evidence) in normalise(unit.description) else evidence
 
 
-async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]) -> dict[str, UnitVerdict]:
+Verdicts = dict[tuple[str, str], Outcome[JudgeJob, UnitVerdict]]  # (answer key, unit id) -> its outcome
+
+
+def _unit_of(job: JudgeJob) -> tuple[str, str]:
+    return job.pending.answer_key, job.pending.unit_id
+
+
+async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]) -> Verdicts:
     """Stage 2: one `reckon_verdict` item per job; a job stage 1 settled is uncovered without a call, and a
     job with the stage-1 call's verdict (`given`, with_extract) takes it (through the guards) without one.
-    Returns the verdicts given, by key: stage 1's first, then the judge's, each in job order."""
+    Returns every job's outcome by (answer key, unit id): stage 1's first, then the judge's, each in job
+    order."""
     cfg = ctx.settings
     judge = ctx.role("judge")
     settled = [j for j in jobs if j.uncovered is not None or j.given is not None]
     to_judge = [j for j in jobs if j.uncovered is None and j.given is None]
     batched = cfg.judge_mode in ("cluster", "with_extract")  # with_extract: realigned units only
-    replies: dict[str, UnitReply | Failure] = {}
+    replies: dict[tuple[str, str], UnitReply | Failure] = {}
     if batched:
         replies = await _judge_clusters(ctx, round_no, to_judge)
 
@@ -529,7 +496,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         if job.given is not None:
             return _verdict(job, job.given[0], None, cfg.guards, job.given[1])
         if batched:
-            reply = replies[job.key]
+            reply = replies[_unit_of(job)]
             if isinstance(reply, Failure):
                 raise StepError(reply.message, cause=reply.cause)
             if reply.verdict is None:
@@ -557,36 +524,26 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         f"reckon round {round_no}: " + ("verdicts" if batched else "judging"),
         settled + to_judge,
         judge_unit,
-        key=lambda j: j.key,
+        unit_id=lambda j: (j.pending, j.unit, j.question, j.uncovered, j.given),
         role=JUDGE_ROLE,
         output=UnitVerdict,
         context=lambda j: j.pending.model_dump(mode="json"),
     )
-    return {o.key: o.value for o in outcomes if o.value is not None}
+    return {_unit_of(o.unit): o for o in outcomes}
 
 
 async def _judge_clusters(
     ctx: RunContext[Config], round_no: int, jobs: list[JudgeJob]
-) -> dict[str, UnitReply | Failure]:
+) -> dict[tuple[str, str], UnitReply | Failure]:
     """One call per answer (= candidate and cluster question) for all its units that need stage 2, stored
     whole as a `reckon_verdict_batch` item. Returns, per job key, the reply on its unit (a verdict, or why
     there is none: missing from the reply or an invalid verdict), or the failure of its call."""
     cfg = ctx.settings
     judge = ctx.role("judge")
-    version = prompt_version(JUDGE_CLUSTER_PROMPT)
     groups: dict[str, list[JudgeJob]] = {}
     for j in jobs:
         groups.setdefault(j.pending.answer_key, []).append(j)
-    mode = ["with_extract"] if cfg.judge_mode == "with_extract" else []  # there: realigned units only
-    batches = [
-        (
-            work_key(
-                "rvc", akey, [j.pending.unit_id for j in group], version, judge.provider.identity(), *mode
-            ),
-            group,
-        )
-        for akey, group in groups.items()
-    ]
+    batches = list(groups.items())  # (answer key, its units' jobs)
 
     async def judge_batch(batch: tuple[str, list[JudgeJob]]) -> ClusterVerdicts:
         group = batch[1]
@@ -614,21 +571,21 @@ async def _judge_clusters(
             field = c.parsed.get(n) or {}
             verdict = str(field.get("verdict") or "").strip().lower()
             if verdict in VERDICTS:
-                verdicts[j.key] = UnitReply(
+                verdicts[j.pending.unit_id] = UnitReply(
                     verdict=verdict,
                     reason=str(field.get("reason") or ""),
                     p_correct=p_correct_of(readings, n),
                 )
             else:
                 why = "missing from the reply" if n not in c.parsed else f"invalid verdict {verdict!r}"
-                verdicts[j.key] = UnitReply(error=f"cluster judge: {n} {why}")
+                verdicts[j.pending.unit_id] = UnitReply(error=f"cluster judge: {n} {why}")
         return ClusterVerdicts(answer_key=group[0].pending.answer_key, verdicts=verdicts)
 
     outcomes = await ctx.map(
         f"reckon round {round_no}: judging",
         batches,
         judge_batch,
-        key=lambda b: b[0],
+        unit_id=lambda b: (b[0], [(j.unit, j.pending.excerpt) for j in b[1]]),
         role=JUDGE_ROLE,
         output=ClusterVerdicts,
         context=lambda b: {
@@ -636,12 +593,13 @@ async def _judge_clusters(
             "unit_ids": [j.pending.unit_id for j in b[1]],
         },
     )
-    replies: dict[str, UnitReply | Failure] = {}
+    replies: dict[tuple[str, str], UnitReply | Failure] = {}
     for o in outcomes:
         for j in o.unit[1]:
             if o.value is not None:
-                replies[j.key] = o.value.verdicts.get(j.key) or UnitReply(error="cluster judge: no reply")
+                reply = o.value.verdicts.get(j.pending.unit_id)
+                replies[_unit_of(j)] = reply or UnitReply(error="cluster judge: no reply")
             else:
                 assert o.failure is not None
-                replies[j.key] = o.failure
+                replies[_unit_of(j)] = o.failure
     return replies

@@ -34,17 +34,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from proctor.errors import UserError
 from proctor.metaeval.agreement import agreement, correlations
+from proctor.protocols.reckon.result import (
+    CandidateScore,
+    Correlations,
+    HumanScore,
+    LabelStats,
+    MetaEvaluation,
+    MethodAgreement,
+    ReckonItem,
+)
 from proctor.protocols.reckon.units import KnowledgeUnit, normalise
 from proctor.records import read_records
-
-if TYPE_CHECKING:
-    from proctor.protocols.reckon.run import ReckonItem
 
 LABELS = {"correct": 1, "incorrect": 0}
 CATEGORIES = list(LABELS)  # row / column order of a method's confusion matrix
@@ -121,7 +127,7 @@ def load_labels(path_str: str) -> Labels:
 
 def resolve_labels(
     labels: Labels, units: Sequence[KnowledgeUnit], candidates: Sequence[str]
-) -> tuple[dict[str, int], dict[str, int]]:
+) -> tuple[dict[str, int], LabelStats]:
     """Item id -> label for the run: the id labels as given, plus each sentence label applied to every unit
     of its candidate traced to that sentence (and file, when the label names one). Returns the labels and
     counts: sentence labels used / unused and the items they labelled."""
@@ -147,13 +153,13 @@ def resolve_labels(
             if iid not in out:
                 out[iid] = sl.label
                 from_sentences += 1
-    stats = {
-        "sentence_labels": len(labels.sentences),
-        "sentence_labels_used": used,
-        "sentence_labels_unused": len(labels.sentences) - used,
-        "items_from_sentences": from_sentences,
-        "item_labels": len(labels.items),
-    }
+    stats = LabelStats(
+        sentence_labels=len(labels.sentences),
+        sentence_labels_used=used,
+        sentence_labels_unused=len(labels.sentences) - used,
+        items_from_sentences=from_sentences,
+        item_labels=len(labels.items),
+    )
     return out, stats
 
 
@@ -161,14 +167,14 @@ def _num(x: Any) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 4)
 
 
-def _corr(x: list[float], y: list[float]) -> dict[str, float | None]:
+def _corr(x: list[float], y: list[float]) -> Correlations:
     c = correlations(x, y)
-    return {"pearson": _num(c.pearson), "spearman": _num(c.spearman), "kendall": _num(c.kendall)}
+    return Correlations(pearson=_num(c.pearson), spearman=_num(c.spearman), kendall=_num(c.kendall))
 
 
 def meta_evaluate(
     items: Sequence[ReckonItem], labels: dict[str, int], methods: dict[str, float | None]
-) -> dict[str, Any]:
+) -> MetaEvaluation:
     """`items` are the run's (candidate, unit) items; of each, its `item_id`, `candidate` and `scores`
     ({method: score or None}) are read. `methods` maps each method to its threshold (None for methods that
     already give 0/1). Per method: n, accuracy, kappa with `kappa_lo` / `kappa_hi` (bootstrap 95%), the
@@ -180,16 +186,16 @@ def meta_evaluate(
     human_by_cand: dict[str, list[int]] = {}
     for i in matched:
         human_by_cand.setdefault(by_id[i].candidate, []).append(labels[i])
-    result: dict[str, Any] = {
-        "n_labels": len(labels),
-        "matched": len(matched),
-        "unmatched": len(labels) - len(matched),
-        "human": [
-            {"candidate": c, "n": len(human_by_cand.get(c, [])), "score": _mean(human_by_cand.get(c, []))}
+    result = MetaEvaluation(
+        n_labels=len(labels),
+        matched=len(matched),
+        unmatched=len(labels) - len(matched),
+        human=[
+            HumanScore(candidate=c, n=len(human_by_cand.get(c, [])), score=_mean(human_by_cand.get(c, [])))
             for c in candidates
         ],
-        "methods": [],
-    }
+        methods=[],
+    )
     for method, threshold in methods.items():
         pairs = [
             (labels[i], float(s), by_id[i].candidate)
@@ -199,30 +205,36 @@ def meta_evaluate(
         human = [h for h, _, _ in pairs]
         cont = [s for _, s, _ in pairs]
         binary = [int(s >= threshold) if threshold is not None else int(s >= 0.5) for s in cont]
-        row: dict[str, Any] = {"method": method, "threshold": threshold, "n": len(pairs)}
         ag = agreement([_CATEGORY[h] for h in human], [_CATEGORY[b] for b in binary], CATEGORIES)
-        row["accuracy"] = _num(ag.accuracy)
-        row["kappa"] = _num(ag.kappa)
-        row["kappa_lo"], row["kappa_hi"] = _num(ag.kappa_lo), _num(ag.kappa_hi)
-        row["confusion"] = ag.confusion
-        row["item"] = _corr(cont, [float(h) for h in human])
         per_c: dict[str, list[tuple[int, float]]] = {}
         for h, s, c in pairs:
             per_c.setdefault(c, []).append((h, s))
         cands = [c for c in candidates if c in per_c]
-        row["per_candidate_scores"] = [
-            {
-                "candidate": c,
-                "method": _mean([s for _, s in per_c[c]]),
-                "human": _mean([h for h, _ in per_c[c]]),
-            }
-            for c in cands
-        ]
         hx = [float(np.mean([h for h, _ in per_c[c]])) for c in cands]
         mx = [float(np.mean([s for _, s in per_c[c]])) for c in cands]
-        row["candidate"] = _corr(mx, hx)
-        row["n_candidates"] = len(cands)
-        result["methods"].append(row)
+        result.methods.append(
+            MethodAgreement(
+                method=method,
+                threshold=threshold,
+                n=len(pairs),
+                accuracy=_num(ag.accuracy),
+                kappa=_num(ag.kappa),
+                kappa_lo=_num(ag.kappa_lo),
+                kappa_hi=_num(ag.kappa_hi),
+                confusion=ag.confusion,
+                item=_corr(cont, [float(h) for h in human]),
+                per_candidate_scores=[
+                    CandidateScore(
+                        candidate=c,
+                        method=_mean([s for _, s in per_c[c]]),
+                        human=_mean([h for h, _ in per_c[c]]),
+                    )
+                    for c in cands
+                ],
+                candidate=_corr(mx, hx),
+                n_candidates=len(cands),
+            )
+        )
     return result
 
 

@@ -25,13 +25,14 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from proctor.ids import content_id
 from proctor.judging.equivalence import number_mentions, stated_numbers
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload, current_key
 from proctor.models.types import Message
 from proctor.prompts import prompt_version, render_messages, render_text
-from proctor.kit.context import RunContext, work_key
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.units import KnowledgeUnit
-from proctor.kit.steps import Payload
 
 QUESTION_TYPES = ("who", "what", "where", "when", "how", "why", "other")
 INVITATION = "Then tell me what else you know about these."
@@ -127,18 +128,10 @@ def redact(question: str, values: set[float]) -> str:
     return "".join(out) + question[end:]
 
 
-def question_key(ctx: RunContext[Config], round_no: int, unit_ids: list[str]) -> str:
-    examiner = ctx.role("examiner")
-    return work_key(
-        "rq",
-        round_no,
-        sorted(unit_ids),
-        prompt_version(PROMPT),
-        prompt_version(REASK_PROMPT),
-        examiner.provider.identity(),
-        ctx.config.seed,
-        *(["list"] if ctx.settings.left_out == "list" else []),  # split keeps its earlier keys
-    )
+def cluster_id(round_no: int, unit_ids: list[str]) -> str:
+    """A round's name for a cluster of units (the same units in any order: the same cluster); not a store
+    key — the question written for it gets its key from the kit."""
+    return content_id(round_no, sorted(unit_ids))
 
 
 class ClusterQuestion(Payload):
@@ -166,13 +159,14 @@ class ClusterQuestion(Payload):
 
 async def generate_questions(
     ctx: RunContext[Config], round_no: int, clusters: dict[str, list[KnowledgeUnit]]
-) -> dict[str, ClusterQuestion]:
-    """`clusters` maps question key -> the cluster's units; returns the questions written, by key."""
+) -> dict[str, Outcome[tuple[str, list[KnowledgeUnit]], ClusterQuestion]]:
+    """`clusters` maps cluster id (`cluster_id`) -> the cluster's units; returns each cluster's outcome (its
+    question, or the failure), by cluster id. A question's id is its store key."""
     examiner = ctx.role("examiner")
     version = prompt_version(PROMPT)
 
     async def write(cluster: tuple[str, list[KnowledgeUnit]]) -> ClusterQuestion:
-        key, units = cluster
+        units = cluster[1]
         messages = render_messages(
             PROMPT,
             units=[{"keyword": u.keyword, "description": u.description} for u in units],
@@ -216,7 +210,7 @@ async def generate_questions(
         values = set().union(*leaks.values()) if leaks else set()
         redacted = leaked_text(question, values)
         return ClusterQuestion(
-            question_id=key,
+            question_id=current_key(),
             round=round_no,
             center=" ".join(str(parsed["center"]).split())[:120] or "(unnamed)",
             question_type=parsed["question_type"],
@@ -235,9 +229,10 @@ async def generate_questions(
         f"reckon round {round_no}: questions",
         list(clusters.items()),
         write,
-        key=lambda c: c[0],
+        # The same units in any order are one question (the first order seen writes it).
+        unit_id=lambda c: (round_no, sorted(c[1], key=lambda u: u.unit_id)),
         role=ROLE,
         output=ClusterQuestion,
-        context=lambda c: {"question_id": c[0], "round": round_no, "unit_ids": [u.unit_id for u in c[1]]},
+        context=lambda c: {"round": round_no, "unit_ids": [u.unit_id for u in c[1]]},
     )
-    return {o.key: o.value for o in outcomes if o.value is not None}
+    return {o.unit[0]: o for o in outcomes}

@@ -37,7 +37,9 @@ import numpy as np
 from proctor.candidates import SystemUnderTest
 from proctor.clustering import cluster
 from proctor.config import CandidateConfig
-from proctor.kit.context import RunContext, work_key
+from proctor.ids import content_id
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload
 from proctor.protocols.reckon.candidates import answer_cluster_question
 from proctor.protocols.reckon.config import Config
 from proctor.protocols.reckon.judging import (
@@ -48,11 +50,10 @@ from proctor.protocols.reckon.judging import (
     extract_jobs,
     run_extraction,
     run_judging,
-    verdict_key,
 )
-from proctor.protocols.reckon.questions import ClusterQuestion, generate_questions, question_key
+from proctor.protocols.reckon.questions import ClusterQuestion, cluster_id, generate_questions
+from proctor.protocols.reckon.result import RoundLog
 from proctor.protocols.reckon.units import KnowledgeUnit
-from proctor.kit.steps import Payload
 
 ANSWER_ROLE = "reckon:answer"
 JUDGED = ("correct", "incorrect")
@@ -77,23 +78,6 @@ class ClusterAnswer(Payload):
     unit_ids: list[str]
     answer: str
     retrieved_ids: list[str]
-
-
-class RoundLog(Payload):
-    KIND: ClassVar[str] = "reckon_round"
-    candidate: str
-    round: int
-    asked: int
-    questions: int
-    off_topic: int = 0  # units asked by a question that does not name them
-    cluster_target: int | None = None
-    judged_new: int
-    correct_new: int
-    incorrect_new: int
-    uncovered: int
-    errors: int
-    remaining_after: int
-    stop_reason: str | None
 
 
 @dataclass
@@ -123,16 +107,18 @@ class RoundsResult:
     verdicts: dict[str, UnitVerdict]  # every unit verdict, by key, in round order
 
 
-Planned = tuple[str, SystemUnderTest, ClusterQuestion, list[KnowledgeUnit]]  # answer key, who, what, units
+@dataclass(frozen=True)
+class Planned:
+    """A candidate to answer a question about some units; `cluster` names the cluster it was asked for."""
+
+    candidate: SystemUnderTest
+    question: ClusterQuestion
+    units: list[KnowledgeUnit]
+    cluster: str
 
 
 def _seed(base: int, round_no: int, unit_ids: list[str]) -> int:
-    return (base + int(work_key("seed", round_no, unit_ids)[-8:], 16)) % (2**31 - 1)
-
-
-def answer_key(ctx: RunContext[Config], ccfg: CandidateConfig, question_key: str) -> str:
-    # The candidate identity is one part of the key (a list), as it has always been: keys stay stable.
-    return work_key("ra", ctx.candidate_identity(ccfg), ctx.settings.answer_max_tokens, question_key)
+    return (base + int(content_id(round_no, unit_ids)[-8:], 16)) % (2**31 - 1)
 
 
 def _clusters_for(
@@ -165,11 +151,12 @@ def _clusters_for(
 
 @dataclass
 class QuestionPlan:
-    """A round's questions after the on-topic check: for each cluster it was given, the question keys its
-    units ended up under; per question key, its question and the units it asks about; the keys of
-    questions that ask about units they do not name (off topic)."""
+    """A round's questions after the on-topic check, by cluster id (`questions.cluster_id`): for each
+    cluster it was given, the clusters its units ended up in; per cluster, its question's key (also when
+    the question failed), its question and the units it asks about; the units of off-topic questions."""
 
     parts: dict[str, list[str]]
+    keys: dict[str, str]
     questions: dict[str, ClusterQuestion]
     units: dict[str, list[KnowledgeUnit]]
     off_topic: dict[str, set[str]]
@@ -186,6 +173,7 @@ async def plan_questions(
     most SPLIT_PASSES passes. A cluster whose question failed keeps its key (its units become errors)."""
     origin = {k: k for k in clusters}
     parts: dict[str, list[str]] = {k: [] for k in clusters}
+    keys: dict[str, str] = {}
     questions: dict[str, ClusterQuestion] = {}
     units: dict[str, list[KnowledgeUnit]] = {}
     off_topic: dict[str, set[str]] = {}
@@ -196,7 +184,8 @@ async def plan_questions(
         written = await generate_questions(ctx, round_no, todo)
         nxt: dict[str, list[KnowledgeUnit]] = {}
         for key, group in todo.items():
-            q = written.get(key)
+            keys[key] = written[key].key
+            q = written[key].value
             missing = [u for u in group if q is not None and u.unit_id in q.missing]
             if q is None or not missing or len(group) == 1 or depth == SPLIT_PASSES:
                 parts[origin[key]].append(key)
@@ -215,11 +204,11 @@ async def plan_questions(
             else:
                 pieces = split(group)
             for piece in pieces:
-                k = question_key(ctx, round_no, [u.unit_id for u in piece])
+                k = cluster_id(round_no, [u.unit_id for u in piece])
                 nxt[k] = piece
                 origin[k] = origin[key]
         todo = nxt
-    return QuestionPlan(parts, questions, units, off_topic)
+    return QuestionPlan(parts, keys, questions, units, off_topic)
 
 
 async def run_rounds(
@@ -258,7 +247,7 @@ async def run_rounds(
             if sig not in by_pending:
                 seed = _seed(base_seed, round_no, pending)
                 groups = _clusters_for(cfg, units_by_id, index, vectors, pending, seed, target=cr.target)
-                keyed = {question_key(ctx, round_no, [u.unit_id for u in g]): g for g in groups}
+                keyed = {cluster_id(round_no, [u.unit_id for u in g]): g for g in groups}
                 by_pending[sig] = list(keyed)
                 clusters.update(keyed)
             mine[cand.name] = by_pending[sig]
@@ -271,42 +260,51 @@ async def run_rounds(
 
         plan = await plan_questions(ctx, round_no, clusters, halve)
         if round_no == 1:
-            round1 = [(qk, [u.unit_id for u in plan.units[qk]]) for k in clusters for qk in plan.parts[k]]
+            round1 = [
+                (plan.keys[cid], [u.unit_id for u in plan.units[cid]])
+                for k in clusters
+                for cid in plan.parts[k]
+            ]
         questions = plan.questions
-        all_questions.update(questions)
-        asked = {name: [qk for k in keys for qk in plan.parts[k]] for name, keys in mine.items()}
+        all_questions.update({q.question_id: q for q in questions.values()})
+        asked = {name: [cid for k in keys for cid in plan.parts[k]] for name, keys in mine.items()}
 
         # Answers.
-        answer_plan: list[Planned] = []
-        targets: dict[str, list[KnowledgeUnit]] = {}  # answer key -> the candidate's units to judge
-        for ccfg, cand in active:
-            for qk in asked[cand.name]:
-                if qk not in questions:
-                    continue
-                akey = answer_key(ctx, ccfg, qk)
-                answer_plan.append((akey, cand, questions[qk], plan.units[qk]))
-                targets[akey] = plan.units[qk]
-        answers = await _answer(ctx, round_no, answer_plan)
-        all_answers.update(answers)
+        answer_plan = [
+            Planned(cand, questions[cid], plan.units[cid], cid)
+            for _, cand in active
+            for cid in asked[cand.name]
+            if cid in questions
+        ]
+        answered = {
+            (o.unit.candidate.name, o.unit.cluster): o for o in await _answer(ctx, round_no, answer_plan)
+        }
+        answers = {o.key: o for o in answered.values() if o.value is not None}
+        all_answers.update({k: a for k, o in answers.items() if (a := o.value) is not None})
 
         # Stage 1: extraction (the answer's sentences about each unit, selected by number).
         jobs = [
-            job for akey, a in answers.items() for job in extract_jobs(ctx, akey, a.answer, targets[akey])
+            job
+            for akey, o in answers.items()
+            if o.value is not None
+            for job in extract_jobs(ctx, akey, o.value.answer, o.unit.units)
         ]
-        extracted = await run_extraction(ctx, round_no, jobs)
-        selected: dict[str, Extraction] = {}  # answer key + unit id -> the extraction that covers it
-        for job in jobs:
-            if job.key in extracted:
-                for u in job.units:
-                    selected[f"{job.answer_key}|{u.unit_id}"] = extracted[job.key]
+        selected: dict[
+            tuple[str, str], Extraction
+        ] = {}  # (answer key, unit id) -> the extraction covering it
+        for job, extraction in await run_extraction(ctx, round_no, jobs):
+            for u in job.units:
+                selected[(job.answer_key, u.unit_id)] = extraction
 
         # Stage 2: judging (units with sentences selected); units with none are uncovered without a call, and
         # with `judge_mode: with_extract` units keep the stage-1 call's verdict (realigned ones are judged).
         judge_jobs = []
-        for akey, a in answers.items():
-            for u in targets[akey]:
+        for akey, o in answers.items():
+            a = o.value
+            assert a is not None
+            for u in o.unit.units:
                 uid = u.unit_id
-                ex = selected.get(f"{akey}|{uid}")
+                ex = selected.get((akey, uid))
                 if ex is None:
                     continue
                 ids = ex.sentence_ids.get(uid, [])
@@ -321,10 +319,9 @@ async def run_rounds(
                 )
                 settled = None if ids else NO_SENTENCE
                 given = ex.verdict_for(uid) if ids else None  # with_extract: the stage-1 call's verdict
-                key = verdict_key(ctx, akey, uid)
-                judge_jobs.append(JudgeJob(key, draft, u, settled, a.question, given))
+                judge_jobs.append(JudgeJob(draft, u, settled, a.question, given))
         verdicts = await run_judging(ctx, round_no, judge_jobs)
-        all_verdicts.update(verdicts)
+        all_verdicts.update({o.key: v for o in verdicts.values() if (v := o.value) is not None})
 
         # Update every active candidate's unit states and decide who stops.
         still = []
@@ -333,19 +330,19 @@ async def run_rounds(
             new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0}
             n_asked = 0
             off_topic = 0
-            for qk in asked[cand.name]:
-                akey = answer_key(ctx, ccfg, qk)
-                for u in plan.units[qk]:
+            for cid in asked[cand.name]:
+                ao = answered.get((cand.name, cid))
+                for u in plan.units[cid]:
                     st = cr.states[u.unit_id]
                     st.asked += 1
                     n_asked += 1
-                    off_topic += u.unit_id in plan.off_topic.get(qk, set())
+                    off_topic += u.unit_id in plan.off_topic.get(cid, set())
                     status, state_key = "error", None
-                    if akey in answers:
-                        state_key = verdict_key(ctx, akey, u.unit_id)
-                        v = verdicts.get(state_key)
-                        if v is not None and v.verdict in new:
-                            status = v.verdict
+                    vo = verdicts.get((ao.key, u.unit_id)) if ao is not None and ao.ok else None
+                    if vo is not None:
+                        state_key = vo.key
+                        if vo.value is not None and vo.value.verdict in new:
+                            status = vo.value.verdict
                     st.status, st.round, st.verdict_key = status, round_no, state_key
                     st.history.append(status)
                     new[status] += 1
@@ -377,49 +374,48 @@ async def run_rounds(
                 stop_reason=stop,
             )
             cr.rounds.append(log)
-            ctx.store.put_item(
-                work_key("rr", cand.name, round_no), RoundLog.KIND, log.model_dump(mode="json")
-            )
             if stop:
                 cr.stop_reason = stop
             else:
                 still.append((ccfg, cand))
         active = still
+    logs = [log for cr in result.values() for log in cr.rounds]
+    await ctx.map("reckon: round logs", logs, _same, unit_id=lambda log: log, role=None, output=RoundLog)
     return RoundsResult(result, round1, all_questions, all_answers, all_verdicts)
 
 
+async def _same(log: RoundLog) -> RoundLog:
+    return log
+
+
 async def _answer(
-    ctx: RunContext[Config],
-    round_no: int,
-    plan: list[Planned],
-) -> dict[str, ClusterAnswer]:
-    """Every planned (answer key, candidate, question, units asked); returns the answers given, by key."""
+    ctx: RunContext[Config], round_no: int, plan: list[Planned]
+) -> list[Outcome[Planned, ClusterAnswer]]:
+    """Every planned (candidate, question, units asked); returns each one's outcome."""
 
     def base(unit: Planned) -> dict[str, Any]:
-        _, cand, q, units = unit
+        q = unit.question
         return {
-            "candidate": cand.name,
+            "candidate": unit.candidate.name,
             "round": round_no,
             "question_id": q.question_id,
             "question": q.question,
             "center": q.center,
             "question_type": q.question_type,
-            "unit_ids": [u.unit_id for u in units],
+            "unit_ids": [u.unit_id for u in unit.units],
         }
 
     async def answer(unit: Planned) -> ClusterAnswer:
-        _, cand, q, units = unit
-        gold = sorted({cid for u in units for cid in u.chunk_ids})
-        text, retrieved_ids = await answer_cluster_question(cand, q.question, gold)
+        gold = sorted({cid for u in unit.units for cid in u.chunk_ids})
+        text, retrieved_ids = await answer_cluster_question(unit.candidate, unit.question.question, gold)
         return ClusterAnswer(**base(unit), answer=text, retrieved_ids=retrieved_ids)
 
-    outcomes = await ctx.map(
+    return await ctx.map(
         f"reckon round {round_no}: answers",
         plan,
         answer,
-        key=lambda u: u[0],
+        unit_id=lambda u: (u.candidate.name, u.question),
         role=ANSWER_ROLE,
         output=ClusterAnswer,
         context=base,
     )
-    return {o.key: o.value for o in outcomes if o.value is not None}

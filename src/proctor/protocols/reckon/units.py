@@ -21,10 +21,12 @@ from pydantic import BaseModel, Field
 
 from proctor.corpus.types import Chunk
 from proctor.errors import UserError
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.reckon.config import Config
+from proctor.ids import content_id
+from proctor.kit.context import RunContext
 from proctor.kit.steps import Payload
+from proctor.prompts import prompt_version, render_messages
+from proctor.protocols.reckon.config import Config
+from proctor.protocols.reckon.result import FormStats, UnitStats
 from proctor.records import read_records
 
 if TYPE_CHECKING:
@@ -99,7 +101,8 @@ class KnowledgeUnit(Payload):
 
 
 def make_unit_id(chunk_id: str | None, keyword: str, description: str) -> str:
-    return work_key("ku", chunk_id, normalise(keyword), normalise(description))
+    """A unit's id (not a store key): its chunk and its normalised text."""
+    return f"ku_{content_id(chunk_id, normalise(keyword), normalise(description))}"
 
 
 def select_chunks(ctx: RunContext[Config]) -> list[Chunk]:
@@ -167,14 +170,13 @@ def unit_form(description: str, max_words: int) -> tuple[str, list[str]]:
     return "split", fitting
 
 
-def form_text(stats: dict[str, Any]) -> str:
+def form_text(f: FormStats) -> str:
     """The unit-form line of the report and the summary: "units: 9 kept, 3 split (into 7), 1 dropped: too
     long"."""
-    f = stats.get("form") or {}
-    parts = [f"{f.get('kept', 0)} kept", f"{f.get('split', 0)} split (into {f.get('split_units', 0)})"]
-    for reason in ("too_long", "no_fact"):
-        if f.get(f"dropped_{reason}"):
-            parts.append(f"{f[f'dropped_{reason}']} dropped: {reason.replace('_', ' ')}")
+    parts = [f"{f.kept} kept", f"{f.split} split (into {f.split_units})"]
+    for reason, n in (("too long", f.dropped_too_long), ("no fact", f.dropped_no_fact)):
+        if n:
+            parts.append(f"{n} dropped: {reason}")
     return "units: " + ", ".join(parts)
 
 
@@ -190,7 +192,7 @@ class ChunkUnits(Payload):
 
 async def extract_units(
     ctx: RunContext[Config], chunks: list[Chunk]
-) -> tuple[list[KnowledgeUnit], dict[str, Any]]:
+) -> tuple[list[KnowledgeUnit], UnitStats]:
     """Examiner call per chunk (stored as `reckon_chunk` items); returns units in chunk order and stats."""
     cfg = ctx.settings
     examiner = ctx.role("examiner")
@@ -214,39 +216,30 @@ async def extract_units(
         "reckon: extracting knowledge units",
         chunks,
         extract,
-        key=lambda c: work_key(
-            "ke", c.chunk_id, cfg.max_units_per_chunk, version, examiner.provider.identity(), ctx.config.seed
-        ),
+        unit_id=lambda c: (c.chunk_id, c.text),
         role=ROLE,
         output=ChunkUnits,
         context=lambda c: {"chunk_id": c.chunk_id, "source": c.source},
     )
     units: list[KnowledgeUnit] = []
-    form = dict.fromkeys(FORM_OUTCOMES, 0) | {"split_units": 0, "split_sentences_dropped": 0}
-    stats: dict[str, Any] = {
-        "chunks": len(chunks),
-        "chunks_failed": 0,
-        "extracted": 0,
-        "dropped_empty": 0,
-        "max_words": cfg.unit_max_words,
-        "form": form,
-    }
+    form = FormStats()
+    stats = UnitStats(chunks=len(chunks), max_words=cfg.unit_max_words, form=form)
     for o in outcomes:
         if o.value is None:
-            stats["chunks_failed"] += 1
+            stats.chunks_failed += 1
             continue
         chunk = o.unit
         for raw in o.value.units:
             u = _clean(raw) if isinstance(raw, dict) else None
             if u is None:
-                stats["dropped_empty"] += 1
+                stats.dropped_empty += 1
                 continue
-            stats["extracted"] += 1
+            stats.extracted += 1
             outcome, descriptions = unit_form(u["description"], cfg.unit_max_words)
-            form[outcome] += 1
+            setattr(form, outcome, getattr(form, outcome) + 1)
             if outcome == "split":
-                form["split_units"] += len(descriptions)
-                form["split_sentences_dropped"] += len(split_sentences(u["description"])) - len(descriptions)
+                form.split_units += len(descriptions)
+                form.split_sentences_dropped += len(split_sentences(u["description"])) - len(descriptions)
             for description in descriptions:
                 units.append(
                     KnowledgeUnit(
@@ -260,8 +253,8 @@ async def extract_units(
                         form=outcome,
                     )
                 )
-    stats["formed"] = len(units)
-    stats["form_text"] = form_text(stats)
+    stats.formed = len(units)
+    stats.form_text = form_text(form)
     return units, stats
 
 
