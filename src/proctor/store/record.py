@@ -387,6 +387,37 @@ class RunRecord:
             out.append(CallRow.model_validate(d))
         return out, text
 
+    def keys_of_item_ids(self, ids: Iterable[str]) -> dict[str, str]:
+        """Store keys of the items whose payload names itself with an `item_id` (reckon's
+        `<unit_id>@<candidate>`, the form label files use), by that id."""
+        out: dict[str, str] = {}
+        wanted = list(dict.fromkeys(ids))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn.execute(
+                "SELECT key, json_extract(data, '$.item_id') FROM items"
+                f" WHERE json_extract(data, '$.item_id') IN ({marks})",
+                chunk,
+            )
+            out.update({str(r[1]): str(r[0]) for r in rows})
+        return out
+
+    def item_ids_of_keys(self, keys: Iterable[str]) -> dict[str, str]:
+        """The payload's own `item_id` of the items that have one, by store key (see `keys_of_item_ids`)."""
+        out: dict[str, str] = {}
+        wanted = list(dict.fromkeys(keys))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn.execute(
+                f"SELECT key, json_extract(data, '$.item_id') FROM items WHERE key IN ({marks})"
+                " AND json_extract(data, '$.item_id') IS NOT NULL",
+                chunk,
+            )
+            out.update({str(r[0]): str(r[1]) for r in rows})
+        return out
+
     def items_where(
         self, kind: str, field: str, value: Any, *, exclude_status: str | None = None
     ) -> list[ItemRecord]:

@@ -47,6 +47,7 @@ from proctor.viewer.labels import (
     allowed,
     export_lines,
     parse_lines,
+    resolve_item_ids,
     scale_for,
     swap_preference,
 )
@@ -350,8 +351,10 @@ async def export_labels(request: Request) -> Response:
     wanted = {x for x in (request.query_params.get("labels") or "").split(",") if x}
     with LabelStore(folder) as labels:
         rows = [lab for lab in labels.current(annotator=annotator) if not wanted or lab.label in wanted]
+    with open_run(folder) as run:
+        own_ids = run.item_ids_of_keys(lab.item_key for lab in rows)
     return StreamingResponse(
-        iter(list(export_lines(rows))),
+        iter(list(export_lines(rows, own_ids))),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{folder.name}-labels.jsonl"'},
     )
@@ -366,6 +369,8 @@ async def import_labels(request: Request) -> Response:
         parsed = parse_lines(text, annotator or "imported")
     except LabelFileError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
+    with open_run(folder) as run:
+        parsed = resolve_item_ids(run, parsed)
     with LabelStore(folder) as labels:
         added, skipped = labels.import_labels(parsed)
     return JSONResponse({"added": added, "skipped": skipped})

@@ -5,8 +5,8 @@ latest row. Labels are "correct" / "incorrect" / "unsure" for a judged item, "1"
 round rated on KIEval's scale.
 
 JSONL export/import use the format `reckon.human_labels` reads, generalised to every protocol: `item_id`
-is the item's key in the run store (for reckon, `<unit_id>@<candidate>`, its `reckon_item` key), and the
-extra fields `annotator`, `time` and `note` are kept:
+is the item's key in the run store (for a reckon item, its own id `<unit_id>@<candidate>`, which import
+maps back to the item's key), and the extra fields `annotator`, `time` and `note` are kept:
 
     {"item_id": "a_9db537926e961d737c9e", "label": "correct", "annotator": "ana", "time": 1795496174.9,
      "note": ""}    (one line in the file)
@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from proctor.store.labels import LABELS_FILE, Label, LabelStore
+from proctor.store.record import RunRecord
 
 BINARY = ("correct", "incorrect", "unsure")
 RATING = ("1", "2", "3", "4")
@@ -109,10 +110,12 @@ class LabelIn(BaseModel):
         return str(v).strip()
 
 
-def export_lines(labels: Iterable[Label]) -> Iterator[str]:
+def export_lines(labels: Iterable[Label], own_ids: dict[str, str] | None = None) -> Iterator[str]:
+    """JSONL lines of `labels`; `own_ids` (store key -> the payload's own `item_id`, see
+    `resolve_item_ids`) writes a reckon item as `<unit_id>@<candidate>`, as `reckon.human_labels` reads."""
     for lab in labels:
         rec: dict[str, object] = {
-            "item_id": lab.item_key,
+            "item_id": (own_ids or {}).get(lab.item_key, lab.item_key),
             "label": lab.label,
             "annotator": lab.annotator,
             "time": lab.created,
@@ -123,6 +126,16 @@ def export_lines(labels: Iterable[Label]) -> Iterator[str]:
             preferred = {"a": pair.run_a, "b": pair.run_b}.get(lab.label, lab.label)
             rec |= {**asdict(pair), "preferred": preferred}
         yield json.dumps(rec, ensure_ascii=False) + "\n"
+
+
+def resolve_item_ids(run: RunRecord, labels: list[LabelIn]) -> list[LabelIn]:
+    """Labels whose `item_id` is an item's own id (reckon's `<unit_id>@<candidate>`) rather than its store
+    key, re-addressed to the store key; every other label as it is."""
+    keys = run.keys_of_item_ids(lab.item_id for lab in labels)
+    return [
+        lab.model_copy(update={"item_id": keys[lab.item_id]}) if lab.item_id in keys else lab
+        for lab in labels
+    ]
 
 
 class LabelFileError(ValueError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from proctor.errors import UserError
 from proctor.store.record import RUN_FILE, MetricRecord, RunRecord, StoreError, is_run_folder
 from proctor.store.writes import replace_metrics
-from proctor.viewer.labels import LabelFileError, LabelIn, LabelStore, parse_lines
+from proctor.viewer.labels import LabelFileError, LabelIn, LabelStore, parse_lines, resolve_item_ids
 from proctor.viewer.metaeval import MetaEvaluation, meta_evaluate
 
 METAEVAL_FILE = "metaeval.json"
@@ -154,11 +154,6 @@ def run_metaeval(
     folder = _run_folder(Path(run_dir))
     annotator = (annotator or "").strip() or None
     imported = None
-    if labels_file is not None:
-        parsed = _read_labels(Path(labels_file), annotator)
-        with LabelStore(folder) as labels:
-            added, skipped = labels.import_labels(parsed)
-        imported = Imported(str(labels_file), added, skipped)
     try:
         record = RunRecord(folder)
     except StoreError as e:
@@ -166,6 +161,11 @@ def run_metaeval(
             f"proctor metaeval: cannot read '{folder / RUN_FILE}' ({e}). Is the run still being created? "
             "Wait for it to finish, or give another run folder."
         ) from None
+    if labels_file is not None:
+        parsed = resolve_item_ids(record, _read_labels(Path(labels_file), annotator))
+        with LabelStore(folder) as labels:
+            added, skipped = labels.import_labels(parsed)
+        imported = Imported(str(labels_file), added, skipped)
     try:
         with LabelStore(folder) as labels:
             known = labels.annotators()
