@@ -10,26 +10,26 @@ from pathlib import Path
 import pytest
 
 from proctor.config import RunConfig
-from proctor.protocols.exam.exam_file import write_exam
+from proctor.protocols.exam.exam_file import ExamQuestion, write_exam
 from proctor.runner import run_config
 
 pytestmark = pytest.mark.embedded
 
 
-def _question(i: int, question: str, choices: list[str], answer_index: int) -> dict:
-    return {
-        "id": f"q{i}",
-        "question": question,
-        "choices": choices,
-        "answer": "ABCD"[answer_index],
-        "answer_index": answer_index,
-        "rationale": "",
-        "source_chunk_ids": [],
-        "bloom": "remember",
-        "question_word": "what",
-        "generator": "hand-written",
-        "prompt_version": "test",
-    }
+def _question(i: int, question: str, choices: list[str], answer_index: int) -> ExamQuestion:
+    return ExamQuestion(
+        id=f"q{i}",
+        question=question,
+        choices=choices,
+        answer="ABCD"[answer_index],
+        answer_index=answer_index,
+        rationale="",
+        source_chunk_ids=[],
+        bloom="remember",
+        question_word="what",
+        generator="hand-written",
+        prompt_version="test",
+    )
 
 
 def test_letter_logprobs_on_embedded_model(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from proctor.errors import StepError
 from proctor.models import get_model
 from proctor.models.scripted import register_script
 from proctor.models.types import GenerationParams, Message, RawReply, TokenLogprob, Usage
+from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.guessability import (
     ItemGuessability,
     answer_closed_book,
@@ -31,13 +32,13 @@ from proctor.protocols.exam.guessability import (
 from proctor.runner import run_config
 
 # --- hand-made replies ------------------------------------------------------------------------------
-ITEM = {
-    "id": "q1",
-    "question": "Which colour is the lantern of Velmora harbour?",
-    "choices": ["red", "green", "white", "amber"],
-    "answer": "B",
-    "answer_index": 1,
-}
+ITEM = ExamQuestion(
+    id="q1",
+    question="Which colour is the lantern of Velmora harbour?",
+    choices=["red", "green", "white", "amber"],
+    answer="B",
+    answer_index=1,
+)
 
 
 def _first_token(top: dict[str, float]) -> RawReply:
@@ -111,10 +112,10 @@ def test_threshold_is_inclusive_and_unmeasured_items_are_never_guessable() -> No
     assert is_guessable(ItemGuessability(guessability=0.75), 0.75)
     assert not is_guessable(ItemGuessability(guessability=0.7499), 0.75)
     assert not is_guessable(ItemGuessability(guessability=None), 0.0)
-    exam = [dict(ITEM, id="a"), dict(ITEM, id="b"), dict(ITEM, id="c")]
+    exam = [ITEM.model_copy(update={"id": i}) for i in ("a", "b", "c")]
     picks = {"a": ItemGuessability(picked="B"), "b": ItemGuessability(picked="C"), "c": ItemGuessability()}
     acc = closed_book_accuracy(exam, picks)
-    assert (acc["value"], acc["n"]) == (0.5, 2)
+    assert (acc.value, acc.n) == (0.5, 2)
 
 
 # --- the filter end to end with controlled candidates -----------------------------------------------

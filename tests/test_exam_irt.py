@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import numpy as np
 import pytest
 
 from proctor.protocols.exam.config import IRTConfig
+from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.grading import Pipeline
 from proctor.protocols.exam.irt_step import analyse, choose_model
 from proctor.psychometrics import simulate_responses
@@ -30,13 +32,27 @@ def _grid() -> list[Pipeline]:
     return out
 
 
-def _exam(n: int) -> list[dict]:
+def _exam(n: int) -> list[ExamQuestion]:
     blooms = ["remember", "understand", "analyze"]
     words = ["what", "which", "why", "when"]
     return [
-        {"id": f"q{i}", "bloom": blooms[i % 3], "question_word": words[i % 4], "topic": f"doc{i % 5}.md"}
+        ExamQuestion(
+            id=f"q{i}",
+            question=f"Question {i}?",
+            choices=["a", "b", "c", "d"],
+            answer="A",
+            answer_index=0,
+            bloom=blooms[i % 3],
+            question_word=words[i % 4],
+            topic=f"doc{i % 5}.md",
+        )
         for i in range(n)
     ]
+
+
+def _analyse(*args: Any) -> dict[str, Any]:
+    """The fit as stored (the artifact `exam_irt`)."""
+    return analyse(*args).model_dump(mode="json")
 
 
 def test_choose_model() -> None:
@@ -57,7 +73,7 @@ def test_analyse_simulated_grid() -> None:
     b = rng.normal(0, 1, n_items)
     m = simulate_responses(theta, a, b, 0.25, missing=0.05, rng=rng)
     cfg = IRTConfig(min_subjects_2pl=12, prune_fraction=0.1, prune_steps=2, adaptive_target_se=0.4)
-    out = analyse(cfg, pipes, _exam(n_items), m, 4, np.random.default_rng(1))
+    out = _analyse(cfg, pipes, _exam(n_items), m, 4, np.random.default_rng(1))
     json.dumps(out)  # JSON-ready for the store
     assert out["model"] == "3pl" and out["n_subjects"] == 18 and out["n_items"] == n_items
     est = {r["pipeline"]: r["ability"] for r in out["abilities"]}
@@ -80,7 +96,7 @@ def test_analyse_degenerate_matrices(fill: float) -> None:
     pipes = _grid()[:6]
     m = np.full((6, 12), fill)
     m[0, 0] = np.nan
-    out = analyse(IRTConfig(prune_min_items=4), pipes, _exam(12), m, 4, np.random.default_rng(0))
+    out = _analyse(IRTConfig(prune_min_items=4), pipes, _exam(12), m, 4, np.random.default_rng(0))
     json.dumps(out)
     assert out["model"] == "1pl"
     key = "items_all_correct" if fill == 1.0 else "items_all_wrong"
@@ -91,7 +107,7 @@ def test_analyse_too_little_data() -> None:
     pipes = _grid()[:3]
     m = np.full((3, 5), np.nan)
     m[0, :] = 1.0
-    out = analyse(IRTConfig(), pipes, _exam(5), m, 4, np.random.default_rng(0))
+    out = _analyse(IRTConfig(), pipes, _exam(5), m, 4, np.random.default_rng(0))
     assert "skipped" in out and "model" not in out
 
 
@@ -99,6 +115,6 @@ def test_pruning_never_goes_below_min_items() -> None:
     pipes = _grid()
     rng = np.random.default_rng(3)
     m = (rng.random((len(pipes), 8)) < 0.6).astype(float)
-    out = analyse(IRTConfig(prune_min_items=8), pipes, _exam(8), m, 4, np.random.default_rng(0))
+    out = _analyse(IRTConfig(prune_min_items=8), pipes, _exam(8), m, 4, np.random.default_rng(0))
     assert "prune" not in out
     assert any("pruning skipped" in w for w in out["warnings"])

@@ -305,7 +305,7 @@ def test_exam_resume_repeats_only_failed_work(exam_config: Path, tmp_path: Path)
     # Examiner: 3 first-run successes + 1 retried call + label batches; the canal call is the only repeat.
     examiner_calls = con.execute(
         "SELECT COUNT(*) FROM model_calls WHERE role='examiner' AND cached=0 AND error IS NULL"
-        " AND item_key LIKE 'exgen_%'"
+        " AND item_key LIKE 'exam_draft_%'"
     ).fetchone()[0]
     assert examiner_calls == 4
     assert calls["candidate"] > 0
@@ -426,7 +426,7 @@ def _fresh_examiner_calls(run_dir: Path) -> int:
     con = sqlite3.connect(run_dir / "run.sqlite")
     return con.execute(
         "SELECT COUNT(*) FROM model_calls WHERE role='examiner' AND cached=0 AND error IS NULL"
-        " AND item_key LIKE 'exgen_%'"
+        " AND item_key LIKE 'exam_draft_%'"
     ).fetchone()[0]
 
 

@@ -34,7 +34,7 @@ from proctor.protocols.exam.assemble import (
     length_credit,
 )
 from proctor.protocols.exam.config import Config, FilterConfig
-from proctor.protocols.exam.exam_file import read_exam, write_exam
+from proctor.protocols.exam.exam_file import ExamQuestion, read_exam, write_exam
 from proctor.protocols.exam.filters import (
     Draft,
     Embeddings,
@@ -458,11 +458,21 @@ def test_choose_distractors_balances_length_ranks() -> None:
 
 
 def test_drop_length_cues() -> None:
-    items = [{"choices": ["a long correct answer", "x", "y", "z"], "answer_index": 0} for _ in range(6)]
-    items += [{"choices": ["aa", "bb", "cc", "dd"], "answer_index": 0} for _ in range(6)]
+    items = [_mcq(["a long correct answer", "x", "y", "z"]) for _ in range(6)]
+    items += [_mcq(["aa", "bb", "cc", "dd"]) for _ in range(6)]
     kept, dropped = drop_length_cues(items, 0.03)
-    share = sum(length_credit(q["choices"], 0, "longest") for q in kept) / len(kept)
+    share = sum(length_credit(q.choices, 0, "longest") for q in kept) / len(kept)
     assert dropped > 0 and share <= 0.28
+
+
+def _mcq(choices: list[str], *, question: str = "q", answer_index: int = 0) -> ExamQuestion:
+    return ExamQuestion(
+        id=f"q-{question}-{choices[0]}",
+        question=question,
+        choices=choices,
+        answer="ABCD"[answer_index],
+        answer_index=answer_index,
+    )
 
 
 def _biased_drafts(n: int, rng: np.random.Generator) -> list[Draft]:
@@ -486,29 +496,28 @@ def test_assembled_exam_has_chance_level_baselines() -> None:
     b = bias_baselines(exam)
     naive_longest = sum(length_credit(q["choices"], 0, "longest") for q in raw) / len(raw)
     assert naive_longest < 0.15  # the cue is real before balancing
-    assert len(exam) >= 100 and stats["kept"] == len(exam)
-    assert max_baseline_gap(b) <= 0.05
-    assert max(b["letter_counts"].values()) - min(b["letter_counts"].values()) <= 1
+    assert len(exam) >= 100 and stats.kept == len(exam)
+    gap = max_baseline_gap(b)
+    assert gap is not None and gap <= 0.05
+    assert max(b.letter_counts.values()) - min(b.letter_counts.values()) <= 1
     for q in exam:
-        assert set(q["choices"][q["answer_index"]]) == {"c"}
-        assert q["answer"] == "ABCD"[q["answer_index"]]
+        assert set(q.choices[q.answer_index]) == {"c"}
+        assert q.answer == "ABCD"[q.answer_index]
     # Same drafts and seed, same exam.
     rng2 = np.random.default_rng(7)
     exam2, _ = assemble_exam(
         _biased_drafts(160, rng2), cfg, None, {}, rng2, generator="g", prompt_version="v"
     )
-    assert [(q["id"], q["answer"]) for q in exam2] == [(q["id"], q["answer"]) for q in exam]
+    assert [(q.id, q.answer) for q in exam2] == [(q.id, q.answer) for q in exam]
 
 
 def test_bias_baselines_split_ties() -> None:
-    exam = [
-        {"question": "q", "choices": ["aa", "bb", "cc", "dd"], "answer_index": 0, "answer": "A"},
-        {"question": "q", "choices": ["long one", "b", "c", "d"], "answer_index": 0, "answer": "A"},
-    ]
+    exam = [_mcq(["aa", "bb", "cc", "dd"]), _mcq(["long one", "b", "c", "d"])]
     b = bias_baselines(exam)
-    assert b["always_longest"]["value"] == pytest.approx((0.25 + 1.0) / 2)
-    assert b["always_shortest"]["value"] == pytest.approx((0.25 + 0.0) / 2)
-    assert b["best_fixed_letter"]["letter"] == "A" and b["best_fixed_letter"]["value"] == 1.0
+    assert b.always_longest is not None and b.always_shortest is not None and b.best_fixed_letter is not None
+    assert b.always_longest.value == pytest.approx((0.25 + 1.0) / 2)
+    assert b.always_shortest.value == pytest.approx((0.25 + 0.0) / 2)
+    assert b.best_fixed_letter.letter == "A" and b.best_fixed_letter.value == 1.0
 
 
 # --- labels -------------------------------------------------------------------------------------
@@ -557,7 +566,7 @@ def _q(i: int, **extra) -> dict:
 def test_exam_file_roundtrip_and_loaders(tmp_path: Path) -> None:
     import pyarrow.json as pj
 
-    path = write_exam(tmp_path / "exam.jsonl", [_q(1), _q(2)])
+    path = write_exam(tmp_path / "exam.jsonl", [ExamQuestion.model_validate(_q(i)) for i in (1, 2)])
     assert [q["id"] for q in read_exam(path)] == ["q1", "q2"]
     table = pj.read_json(path)  # what `datasets.load_dataset("json", ...)` uses underneath
     assert table.num_rows == 2 and table.column("choices").to_pylist()[0] == ["w", "x", "y", "z"]
@@ -597,8 +606,8 @@ def test_exam_file_errors_name_the_line(tmp_path: Path, line: str, needle: str) 
 def test_answer_loglik_prompt_answers_examples_with_option_text() -> None:
     from proctor.protocols.exam.grading import answer_loglik_prompt
 
-    q = {"question": "When?", "choices": CHOICES}
-    ex = {"question": "Who?", "choices": ["Ann", "Bo", "Cy", "Di"], "answer": "B"}
+    q = _mcq(CHOICES, question="When?")
+    ex = _mcq(["Ann", "Bo", "Cy", "Di"], question="Who?", answer_index=1)
     text = answer_loglik_prompt(q, [ex], [])
     assert "Question: Who?\nA. Ann\nB. Bo\nC. Cy\nD. Di\nAnswer: Bo\n\nQuestion: When?\nA. 1742\n" in text
     assert text.endswith("D. 1901\nAnswer:")

@@ -215,6 +215,19 @@ class RunContext(Generic[S]):
                 o.key, new.KIND, new.model_dump(mode="json"), deps=stored["deps"] if stored else None
             )
 
+    def supersede(self, kind: str, current: Iterable[str]) -> None:
+        """Mark the items of `kind` whose keys are not among `current` (`Outcome.key`s) `superseded`: items
+        of an earlier state of this run (e.g. the questions of an exam a resume completed differently)
+        stay in the store for the record, with their status kept as `superseded_status`, but reports and
+        exports show the current ones."""
+        keep = set(current)
+        for it in self.store.items(kind):
+            if it["key"] not in keep and it["status"] != "superseded":
+                data = it["data"] if isinstance(it["data"], dict) else {}
+                self.store.put_item(
+                    it["key"], kind, {**data, "superseded_status": it["status"]}, status="superseded"
+                )
+
     def _host(self) -> StepHost:
         models = frozenset(m.identity_hash() for m in self.models.values())
         return StepHost(self.store, self.progress, self.budget, models)

@@ -3,7 +3,7 @@ guessability, its IRT parameters and its item characteristic curve (an SVG drawn
 
 The per-question view is the static report's (`proctor.protocols.exam.report.question_view`, over
 `response_view` rows); only this question's responses are read, plus the `exam_irt` and `exam_stats`
-artifacts the exam protocol stored.
+artifacts the exam protocol stored (read as its typed `ExamIrt` and `ExamStats`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
+from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.grading import ExamResponse
 from proctor.protocols.exam.report import (
     OptionStat,
@@ -23,7 +25,9 @@ from proctor.protocols.exam.report import (
     question_view,
     response_view,
 )
+from proctor.protocols.exam.result import ExamIrt, ExamStats
 from proctor.psychometrics import item_characteristic
+from proctor.store.record import ItemRecord
 
 QUESTION_KIND = "exam_question"
 THETA_MIN, THETA_MAX = -4.0, 4.0
@@ -105,56 +109,69 @@ def icc_plot(difficulty: float, discrimination: float | None, guessing: float | 
     )
 
 
-def _artifact(conn: sqlite3.Connection, name: str) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _artifact(conn: sqlite3.Connection, name: str, model: type[M]) -> M | None:
+    """A stored artifact as its typed model (None when absent or of another shape)."""
     row = conn.execute("SELECT data FROM artifacts WHERE name = ?", (name,)).fetchone()
-    return json.loads(row[0]) if row and row[0] else None
+    if not row or not row[0]:
+        return None
+    try:
+        return model.model_validate(json.loads(row[0]))
+    except ValidationError:
+        return None
 
 
 def exam_item(conn: sqlite3.Connection, key: str, data: Any) -> ExamItem | None:
     """The exam view of an `exam_question` item (None for any other data)."""
-    if not isinstance(data, dict):
+    try:
+        question = ExamQuestion.model_validate(data)
+    except ValidationError:
         return None
-    qid = str(data.get("id") or key)
+    qid = question.id
     answers = [
         response_view(
-            {
-                "status": r["status"],
-                "error": r["error"],
-                "error_cause": r["error_cause"],
-                "data": json.loads(r["data"]) if r["data"] else None,
-            }
+            ItemRecord(
+                key=r["key"],
+                kind=ExamResponse.KIND,
+                status=r["status"],
+                data=json.loads(r["data"]) if r["data"] else None,
+                error=r["error"],
+                error_cause=r["error_cause"],
+            )
         )
         for r in conn.execute(
-            "SELECT status, error, error_cause, data FROM items WHERE kind = ? AND status != 'superseded'"
-            " AND json_extract(data, '$.question_id') = ? ORDER BY seq",
+            "SELECT key, status, error, error_cause, data FROM items WHERE kind = ?"
+            " AND status != 'superseded' AND json_extract(data, '$.question_id') = ? ORDER BY seq",
             (ExamResponse.KIND, qid),
         )
     ]
-    irt_raw = _artifact(conn, "exam_irt") or {}
-    irt_item = next((it for it in irt_raw.get("items") or [] if it.get("id") == qid), None)
-    q = question_view({"key": key, "data": data}, answers, irt_item, pruned_items(irt_raw).get(qid))
-    guess = q["d"]["guessability"]
+    fit = _artifact(conn, "exam_irt", ExamIrt)
+    irt_item = next((it for it in fit.items if it.id == qid), None) if fit is not None else None
+    q = question_view(question, answers, irt_item, pruned_items(fit).get(qid))
+    guess = question.guessability
     if guess is None:
-        guess = item_guessability(_artifact(conn, "exam_stats") or {}).get(qid)
+        guess = item_guessability(_artifact(conn, "exam_stats", ExamStats)).get(qid)
     irt = icc = None
-    if irt_item is not None and irt_raw.get("model"):
+    if irt_item is not None and fit is not None and fit.model is not None:
         irt = IrtParams(
-            model=str(irt_raw["model"]),
-            difficulty=irt_item.get("difficulty"),
-            discrimination=irt_item.get("discrimination"),
-            guessing=irt_item.get("guessing"),
-            p_correct=irt_item.get("p_correct"),
+            model=fit.model,
+            difficulty=irt_item.difficulty,
+            discrimination=irt_item.discrimination,
+            guessing=irt_item.guessing,
+            p_correct=irt_item.p_correct,
         )
         if irt.difficulty is not None:
             icc = icc_plot(irt.difficulty, irt.discrimination, irt.guessing)
     return ExamItem(
         qid=qid,
-        options=q["options"],
-        n_graded=q["n_graded"],
-        n_good=q["n_good"],
-        n_failed=q["n_failed"],
+        options=q.options,
+        n_graded=q.n_graded,
+        n_good=q.n_good,
+        n_failed=q.n_failed,
         guessability=guess,
         irt=irt,
         icc=icc,
-        pruned_at_step=q["dropped"],
+        pruned_at_step=q.dropped,
     )

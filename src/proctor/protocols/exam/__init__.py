@@ -8,9 +8,10 @@ pipeline and component abilities, item quality and information, prunes uninforma
 adaptive testing on the calibrated exam.
 """
 
-from proctor.protocols.exam.config import Config
-from proctor.protocols.exam.run import run
 from proctor.kit.registry import Protocol, Role
+from proctor.protocols.exam.config import Config
+from proctor.protocols.exam.result import ExamResult
+from proctor.protocols.exam.run import run
 
 PROTOCOL = Protocol(
     name="exam",
@@ -23,4 +24,5 @@ PROTOCOL = Protocol(
         ),
     ),
     run=run,
+    result=ExamResult,
 )

@@ -20,11 +20,15 @@ generator:
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from proctor.constants import LETTERS
+from proctor.ids import content_id
+from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
 
 N_OPTIONS = MIN_DISTRACTORS + 1
@@ -105,11 +109,32 @@ def length_cue_strength(choices: list[str], answer_index: int) -> float:
     return 0.0
 
 
-def _share(items: list[dict[str, Any]], pick: str) -> float:
-    return sum(length_credit(q["choices"], q["answer_index"], pick) for q in items) / len(items)
+class Options(Protocol):
+    """Anything with options and the index of the correct one (a question, a question being assembled)."""
+
+    @property
+    def choices(self) -> list[str]: ...
+    @property
+    def answer_index(self) -> int: ...
 
 
-def drop_length_cues(items: list[dict[str, Any]], tolerance: float) -> tuple[list[dict[str, Any]], int]:
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
+@dataclass(frozen=True)
+class Assembling:
+    """A draft with the distractors chosen for it, the correct option first."""
+
+    draft: Draft
+    choices: list[str]
+    answer_index: int = 0
+
+
+def _share(items: Sequence[Options], pick: str) -> float:
+    return sum(length_credit(q.choices, q.answer_index, pick) for q in items) / len(items)
+
+
+def drop_length_cues(items: list[OptionsT], tolerance: float) -> tuple[list[OptionsT], int]:
     """Drop the strongest length cues while either length baseline exceeds chance + tolerance."""
     kept = list(items)
     dropped = 0
@@ -118,12 +143,10 @@ def drop_length_cues(items: list[dict[str, Any]], tolerance: float) -> tuple[lis
         pick = next((p for p in ("longest", "shortest") if _share(kept, p) > limit), None)
         if pick is None:
             break
-        cued = [i for i, q in enumerate(kept) if length_credit(q["choices"], q["answer_index"], pick) == 1.0]
+        cued = [i for i, q in enumerate(kept) if length_credit(q.choices, q.answer_index, pick) == 1.0]
         if not cued:
             break
-        worst = max(
-            cued, key=lambda i: (length_cue_strength(kept[i]["choices"], kept[i]["answer_index"]), -i)
-        )
+        worst = max(cued, key=lambda i: (length_cue_strength(kept[i].choices, kept[i].answer_index), -i))
         kept.pop(worst)
         dropped += 1
     return kept, dropped
@@ -147,12 +170,11 @@ def assemble_exam(
     generator: str,
     prompt_version: str,
     example_passage: str | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[ExamQuestion], AssemblyStats]:
     """Filter the drafts, choose distractors, balance cues and shuffle: (exam in plan order, counts).
 
     `cfg` is the protocol `Config`; `emb` an `Embeddings` or None (embedding filters skipped);
     `example_passage` the examiner prompt's worked example (for the `copies_example` filter)."""
-    from proctor.kit.context import work_key
     from proctor.protocols.exam.filters import ExampleTerms, compile_patterns, filter_draft, near_duplicates
 
     patterns = compile_patterns(cfg.filters.not_self_contained)
@@ -177,41 +199,47 @@ def assemble_exam(
     survivors = [d for d, is_dup in zip(survivors, dup, strict=True) if not is_dup]
     # Distractors chosen jointly to balance the length cue, then the strongest remaining cues dropped.
     chosen = choose_distractors(survivors, rng, balance=cfg.balance.option_lengths)
-    items: list[dict[str, Any]] = [
-        {"draft": d, "choices": [d.correct, *c], "answer_index": 0}
-        for d, c in zip(survivors, chosen, strict=True)
-    ]
+    items = [Assembling(d, [d.correct, *c]) for d, c in zip(survivors, chosen, strict=True)]
     if cfg.balance.drop_length_cues:
         items, n_dropped = drop_length_cues(items, cfg.balance.length_cue_tolerance)
         if n_dropped:
             filtered["length_cue"] = n_dropped
     # Balanced correct letters, distractors shuffled around them.
     letters = balanced_sequence(len(items), N_OPTIONS, rng)
-    exam: list[dict[str, Any]] = []
+    exam: list[ExamQuestion] = []
     for it, letter in zip(items, letters, strict=True):
-        d = it["draft"]
-        choices, idx = shuffle_options(d.correct, it["choices"][1:], letter, rng)
-        qid = work_key("exq", d.question, choices, idx, d.chunk_id)
+        d = it.draft
+        choices, idx = shuffle_options(d.correct, it.choices[1:], letter, rng)
         exam.append(
-            {
-                "id": qid,
-                "question": d.question,
-                "choices": choices,
-                "answer": LETTERS[idx],
-                "answer_index": idx,
-                "rationale": d.rationale,
-                "source_chunk_ids": [d.chunk_id],
-                "generator": generator,
-                "prompt_version": prompt_version,
-                "topic": d.source,
-                "source": d.source,
-                "draft_key": d.key,
-            }
+            ExamQuestion(
+                id=f"exq_{content_id(d.question, choices, idx, d.chunk_id)}",
+                question=d.question,
+                choices=choices,
+                answer=LETTERS[idx],
+                answer_index=idx,
+                rationale=d.rationale,
+                source_chunk_ids=[d.chunk_id],
+                generator=generator,
+                prompt_version=prompt_version,
+                topic=d.source,
+                source=d.source,
+                draft_key=d.key,
+            )
         )
-    stats = {
-        "filtered": dict(sorted(filtered.items())),
-        "distractors_removed": dict(sorted(removed.items())),
-        "kept": len(exam),
-        "embedding_filters": emb is not None,
-    }
+    stats = AssemblyStats(
+        filtered=dict(sorted(filtered.items())),
+        distractors_removed=dict(sorted(removed.items())),
+        kept=len(exam),
+        embedding_filters=emb is not None,
+    )
     return exam, stats
+
+
+@dataclass
+class AssemblyStats:
+    """What assembling removed: questions by filter, spare distractors by reason; questions kept."""
+
+    filtered: dict[str, int]
+    distractors_removed: dict[str, int]
+    kept: int
+    embedding_filters: bool

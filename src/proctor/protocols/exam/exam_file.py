@@ -12,11 +12,15 @@ written by proctor: topic (the source document), source, bloom_source, question_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, ValidationError
 
 from proctor.constants import LETTERS
 from proctor.errors import UserError
+from proctor.kit.steps import Payload
 from proctor.records import read_records
 
 REQUIRED = (
@@ -35,12 +39,41 @@ REQUIRED = (
 EXTRA = ("topic", "source", "bloom_source", "question_word_source", "guessability")
 
 
-def exam_record(q: dict[str, Any]) -> dict[str, Any]:
-    """The file's view of an exam question: the required keys first, then the extras present."""
-    return {k: q.get(k) for k in REQUIRED} | {k: q[k] for k in EXTRA if k in q}
+class ExamQuestion(Payload):
+    """One exam question (item `exam_question`, one line of exam.jsonl). The extras (`topic`, `source`,
+    the labels' sources, `guessability`) are written to the file when they were set."""
+
+    KIND: ClassVar[str] = "exam_question"
+    id: str
+    question: str
+    choices: list[str]
+    answer: str
+    answer_index: int
+    rationale: str | None = None
+    source_chunk_ids: list[str] = Field(default_factory=list)
+    bloom: str | None = None
+    question_word: str | None = None
+    generator: str | None = None
+    prompt_version: str | None = None
+    topic: str | None = None
+    source: str | None = None
+    bloom_source: str | None = None
+    question_word_source: str | None = None
+    guessability: float | None = None
+    draft_key: str | None = None  # the examiner call's key and the question's place in its reply
+
+    @property
+    def correct_option(self) -> str:
+        return self.choices[self.answer_index]
 
 
-def write_exam(path: Path, exam: list[dict[str, Any]]) -> Path:
+def exam_record(q: ExamQuestion) -> dict[str, Any]:
+    """The file's view of an exam question: the required keys first, then the extras set."""
+    data = q.model_dump(mode="json")
+    return {k: data[k] for k in REQUIRED} | {k: data[k] for k in EXTRA if k in q.model_fields_set}
+
+
+def write_exam(path: Path, exam: Sequence[ExamQuestion]) -> Path:
     """Write atomically (a temporary file renamed into place) so a killed run never leaves half a file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -96,3 +129,17 @@ def read_exam(path: str | Path) -> list[dict[str, Any]]:
     if not exam:
         raise UserError(f"exam.exam_file: {p} holds no questions. Give a non-empty exam JSONL file.")
     return exam
+
+
+def load_exam(path: str | Path) -> list[ExamQuestion]:
+    """`read_exam` as typed questions; a value of the wrong type is a user error naming the question."""
+    out = []
+    for q in read_exam(path):
+        try:
+            out.append(ExamQuestion.model_validate(q))
+        except ValidationError as e:
+            raise UserError(
+                f"exam.exam_file: {path}, question {q['id']!r}: {e.errors()[0]['loc']} "
+                f"{e.errors()[0]['msg']}. Fix the question (see the keys above) or regenerate the exam."
+            ) from None
+    return out

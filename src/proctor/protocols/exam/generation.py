@@ -1,7 +1,8 @@
 """Exam generation: the examiner writes multiple-choice questions from corpus chunks.
 
-Each examiner call is one keyed item (`exam_draft`): chunk, variant, questions per call, prompt version,
-examiner and seed make its key, so a resumed run skips calls already made and a re-run costs nothing.
+Each examiner call is one item (`exam_draft`) whose unit id is the chunk (id and text), the variant and
+the number of questions asked (the kit derives its key), so a resumed run skips calls already made and a
+re-run costs nothing.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload
 from proctor.models.types import Message
 from proctor.prompts import prompt_path, prompt_version, render_messages, render_text
-from proctor.kit.context import RunContext, work_key
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
-from proctor.kit.steps import Outcome, Payload
 
 PROMPT = "exam/generate"
 EXAMPLE_FILES = ("exam/example_passage.j2", "exam/example_reply.j2")
@@ -92,7 +93,6 @@ def generation_schema(questions_per_call: int, distractors: int) -> dict[str, An
 
 @dataclass(frozen=True)
 class GenerationCall:
-    key: str
     chunk: Any
     variant: int
     n_questions: int
@@ -142,25 +142,13 @@ def plan_generation(
     smaller one are its prefix (same keys), which is what lets a later generation round reuse them."""
     if not chunks:
         return []
-    examiner = ctx.role("examiner")
-    version = generation_prompt_version()
     n_calls = math.ceil(n_questions / cfg.questions_per_call)
     plan = []
     for i in range(n_calls):
         chunk = chunks[i % len(chunks)]
         variant = i // len(chunks)
         n_q = min(cfg.questions_per_call, n_questions - i * cfg.questions_per_call)
-        key = work_key(
-            "exgen",
-            chunk.chunk_id,
-            variant,
-            n_q,
-            cfg.distractors,
-            version,
-            examiner.provider.identity(),
-            ctx.config.seed,
-        )
-        plan.append(GenerationCall(key, chunk, variant, n_q))
+        plan.append(GenerationCall(chunk, variant, n_q))
     return plan
 
 
@@ -203,7 +191,7 @@ async def run_generation(
         label,
         plan,
         write,
-        key=lambda call: call.key,
+        unit_id=lambda call: (call.chunk.chunk_id, call.chunk.text, call.variant, call.n_questions),
         role="examiner",
         output=ExamDraft,
         context=lambda call: _draft_data(call, None, examiner.spec, version),
@@ -223,34 +211,41 @@ def _draft_data(call: GenerationCall, parsed: Any, generator: str, version: str)
     }
 
 
-def drafts_from(outcomes: list[Outcome[GenerationCall, ExamDraft]]) -> tuple[list[Draft], dict[str, Any]]:
+@dataclass
+class GenerationCounts:
+    """Questions asked of the examiner, its calls, questions lost to failed calls (by cause), parsed."""
+
+    planned: int
+    calls: int
+    calls_failed: dict[str, int]
+    generated: int = 0
+
+
+def drafts_from(outcomes: list[Outcome[GenerationCall, ExamDraft]]) -> tuple[list[Draft], GenerationCounts]:
     """Drafts in plan order plus the generation counts (calls, failures by cause, questions parsed)."""
-    stats: dict[str, Any] = {
-        "planned": sum(o.unit.n_questions for o in outcomes),
-        "calls": len(outcomes),
-        "calls_failed": {},
-        "generated": 0,
-    }
+    stats = GenerationCounts(
+        planned=sum(o.unit.n_questions for o in outcomes), calls=len(outcomes), calls_failed={}
+    )
     drafts: list[Draft] = []
     for o in outcomes:
         call = o.unit
         if o.value is None:
             cause = o.failure.cause if o.failure is not None else "not_run"
-            stats["calls_failed"][cause] = stats["calls_failed"].get(cause, 0) + call.n_questions
+            stats.calls_failed[cause] = stats.calls_failed.get(cause, 0) + call.n_questions
             continue
-        d = o.value.model_dump()
-        for i, q in enumerate(d["questions"][: call.n_questions]):
-            stats["generated"] += 1
+        d = o.value
+        for i, q in enumerate(d.questions[: call.n_questions]):
+            stats.generated += 1
             drafts.append(
                 Draft(
-                    key=f"{call.key}#{i}",
+                    key=f"{o.key}#{i}",
                     question=" ".join(str(q["question"]).split()),
                     correct=" ".join(str(q["correct_answer"]).split()),
                     distractors=[" ".join(str(x).split()) for x in q["distractors"]],
                     rationale=" ".join(str(q.get("rationale") or "").split()),
-                    chunk_id=d["chunk_id"],
-                    doc_id=d["doc_id"],
-                    source=d["source"],
+                    chunk_id=d.chunk_id,
+                    doc_id=d.doc_id,
+                    source=d.source,
                 )
             )
     return drafts, stats

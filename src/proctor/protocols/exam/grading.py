@@ -16,14 +16,15 @@ from proctor.candidates.multiple_choice import check_method, parse_letter, selec
 from proctor.config import CandidateConfig
 from proctor.constants import LETTERS
 from proctor.errors import StepError, UserError
-from proctor.prompts import prompt_version, render_messages, render_text
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.exam.config import Config, Retriever
+from proctor.kit.context import RunContext
 from proctor.kit.steps import Outcome, Payload
+from proctor.prompts import render_messages, render_text
+from proctor.protocols.exam.config import Config, Retriever
+from proctor.protocols.exam.exam_file import ExamQuestion
+from proctor.protocols.exam.result import PipelineSpec
 
 PROMPT = "exam/answer"
 LOGLIK_PROMPT = "exam/answer_loglik"  # plain text continued by each option (option_loglik)
-_LOGLIK_METHODS = ("auto", "option_loglik")  # their response keys also name LOGLIK_PROMPT's version
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,15 @@ class Pipeline:
     # An agent, Python or HTTP candidate: it answers through its own interface, by letter.
     external: CandidateConfig | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "model": self.model,
-            "retriever": self.retriever,
-            "k": self.k,
-            "icl": self.icl,
-            "factors": dict(self.factors),
-        }
+    def spec(self) -> PipelineSpec:
+        return PipelineSpec(
+            name=self.name,
+            model=self.model,
+            retriever=self.retriever,
+            k=self.k,
+            icl=self.icl,
+            factors=dict(self.factors),
+        )
 
 
 def build_pipelines(ctx: RunContext[Config], cfg: Config) -> list[Pipeline]:
@@ -104,21 +105,19 @@ def selection_method(cfg: Config, model: str) -> str:
     return cfg.selection_per_model.get(model, cfg.selection)
 
 
-def draw_examples(
-    ctx: RunContext[Config], exam: list[dict[str, Any]], max_shots: int
-) -> dict[str, list[str]]:
+def draw_examples(ctx: RunContext[Config], exam: list[ExamQuestion], max_shots: int) -> dict[str, list[str]]:
     """For each question, `max_shots` other questions (seeded), nested: icl@1 uses the first of them."""
     n = len(exam)
     out: dict[str, list[str]] = {}
     m = min(max_shots, max(0, n - 1))
     for i, q in enumerate(exam):
         picks: list[int] = [int(j) for j in ctx.rng.permutation(n - 1)[:m]] if m else []
-        out[q["id"]] = [exam[int(j) + (1 if int(j) >= i else 0)]["id"] for j in picks]
+        out[q.id] = [exam[int(j) + (1 if int(j) >= i else 0)].id for j in picks]
     return out
 
 
 def _contexts(
-    ctx: RunContext[Config], pipelines: list[Pipeline], exam: list[dict[str, Any]]
+    ctx: RunContext[Config], pipelines: list[Pipeline], exam: list[ExamQuestion]
 ) -> dict[tuple[str, int, str], list[Any]]:
     """Retrieved chunks per (retriever, k, question): computed once, shared by LLMs and ICL settings."""
     known = (
@@ -130,80 +129,45 @@ def _contexts(
             continue
         cand = Candidate(p.name, ctx.models[p.model], retriever=ctx.retriever(p.retriever), k=p.k)
         for q in exam:
-            key = (p.retriever, p.k, q["id"])
+            key = (p.retriever, p.k, q.id)
             if key in out:
                 continue
-            if p.retriever == "oracle" and not set(q["source_chunk_ids"]) <= known:
+            if p.retriever == "oracle" and not set(q.source_chunk_ids) <= known:
                 raise UserError(
-                    f"exam question {q['id']}: its source_chunk_ids are not chunks of this corpus, so the "
+                    f"exam question {q.id}: its source_chunk_ids are not chunks of this corpus, so the "
                     "oracle retriever cannot hand them over. Use the corpus (and chunking settings) the exam "
                     "was generated from, or drop `oracle` from exam.grid.retrievers."
                 )
-            out[key] = cand.context_for(q["question"], gold_ids=q["source_chunk_ids"])
+            out[key] = cand.context_for(q.question, gold_ids=q.source_chunk_ids)
     return out
 
 
-def answer_messages(q: dict[str, Any], examples: list[dict[str, Any]], context: list[Any]) -> list[Any]:
-    n = len(q["choices"])
+def answer_messages(q: ExamQuestion, examples: list[ExamQuestion], context: list[Any]) -> list[Any]:
+    n = len(q.choices)
     return render_messages(
         PROMPT,
         letters=list(LETTERS[:n]),
         context=[c.text for c in context],
-        examples=[
-            {"question": e["question"], "choices": e["choices"], "answer": e["answer"]} for e in examples
-        ],
-        question=q["question"],
-        choices=q["choices"],
+        examples=[{"question": e.question, "choices": e.choices, "answer": e.answer} for e in examples],
+        question=q.question,
+        choices=q.choices,
     )
 
 
-def answer_loglik_prompt(q: dict[str, Any], examples: list[dict[str, Any]], context: list[Any]) -> str:
+def answer_loglik_prompt(q: ExamQuestion, examples: list[ExamQuestion], context: list[Any]) -> str:
     """The same question, passages and examples as `answer_messages`, as text ending in "Answer:"; the
     examples are answered with their option's text, the form each option is scored in."""
-    letters = list(LETTERS[: len(q["choices"])])
+    letters = list(LETTERS[: len(q.choices)])
     return render_text(
         f"{LOGLIK_PROMPT}.user.j2",
         letters=letters,
         context=[c.text for c in context],
         examples=[
-            {
-                "question": e["question"],
-                "choices": e["choices"],
-                "answer_text": e["choices"][LETTERS.index(e["answer"])],
-            }
+            {"question": e.question, "choices": e.choices, "answer_text": e.choices[LETTERS.index(e.answer)]}
             for e in examples
         ],
-        question=q["question"],
-        choices=q["choices"],
-    )
-
-
-def response_key(
-    ctx: RunContext[Config],
-    cfg: Config,
-    p: Pipeline,
-    q: dict[str, Any],
-    example_ids: list[str],
-    context_ids: list[str],
-) -> str:
-    if p.external is not None:
-        return work_key("exans-ext", ctx.candidate_identity(p.external), q["id"], q["question"], q["choices"],
-                        prompt_version(PROMPT), ctx.config.seed)  # fmt: skip
-    return work_key(
-        "exans",
-        ctx.models[p.model].provider.identity(),
-        p.retriever,
-        context_ids,
-        q["id"],
-        q["question"],
-        q["choices"],
-        example_ids,
-        selection_method(cfg, p.model),
-        cfg.top_logprobs,
-        cfg.generate_max_tokens,
-        prompt_version(PROMPT),
-        ctx.config.seed,
-        *([prompt_version(LOGLIK_PROMPT)] if selection_method(cfg, p.model) in _LOGLIK_METHODS else []),
+        question=q.question,
+        choices=q.choices,
     )
 
 
@@ -233,19 +197,27 @@ class ExamResponse(Payload):
 class Sitting:
     """One pipeline answering one question, with its in-context examples and retrieved passages."""
 
-    key: str
     pipeline: Pipeline
-    question: dict[str, Any]
+    question: ExamQuestion
     example_ids: list[str]
     context: list[Any]
 
+    def unit_id(self) -> tuple[object, ...]:
+        """What the answer depends on: the pipeline (named), the question as shown, the examples and the
+        passages retrieved for it."""
+        q = self.question
+        shown = (self.pipeline.name, q.id, q.question, q.choices)
+        if self.pipeline.external is not None:
+            return shown
+        return (*shown, self.example_ids, [c.chunk_id for c in self.context])
+
 
 async def grade(
-    ctx: RunContext[Config], pipelines: list[Pipeline], exam: list[dict[str, Any]]
+    ctx: RunContext[Config], pipelines: list[Pipeline], exam: list[ExamQuestion]
 ) -> list[Outcome[Sitting, ExamResponse]]:
     """Every pipeline answers every question; outcomes in plan order."""
     cfg = ctx.settings
-    by_id = {q["id"]: q for q in exam}
+    by_id = {q.id: q for q in exam}
     examples = draw_examples(ctx, exam, max((p.icl for p in pipelines), default=0))
     contexts = _contexts(ctx, pipelines, exam)
     plan: list[Sitting] = []
@@ -255,17 +227,16 @@ async def grade(
     by_prefix = sorted(pipelines, key=lambda p: (p.retriever, p.k, p.model, p.icl))
     for q in exam:
         for p in by_prefix:
-            ex_ids = examples[q["id"]][: p.icl]
+            ex_ids = examples[q.id][: p.icl]
             own = p.retriever == "closed_book" or p.external is not None
-            context = [] if own else contexts[(p.retriever, p.k, q["id"])]
-            key = response_key(ctx, cfg, p, q, ex_ids, [c.chunk_id for c in context])
-            plan.append(Sitting(key, p, q, ex_ids, context))
+            context = [] if own else contexts[(p.retriever, p.k, q.id)]
+            plan.append(Sitting(p, q, ex_ids, context))
 
     def base(s: Sitting) -> dict[str, Any]:
         return {
             "pipeline": s.pipeline.name,
-            "question_id": s.question["id"],
-            "answer": s.question["answer"],
+            "question_id": s.question.id,
+            "answer": s.question.answer,
             "example_ids": s.example_ids,
             "retrieved_ids": [c.chunk_id for c in s.context],
             "method_requested": "generated_letter"
@@ -281,7 +252,7 @@ async def grade(
         sel = await select_option(
             ctx.models[p.model],
             answer_messages(q, shown, s.context),
-            q["choices"],
+            q.choices,
             method=selection_method(cfg, p.model),
             seed=ctx.config.seed,
             top_logprobs=cfg.top_logprobs,
@@ -292,7 +263,7 @@ async def grade(
             **base(s),
             selected=sel.letter,
             selected_index=sel.index,
-            correct=sel.letter == q["answer"],
+            correct=sel.letter == q.answer,
             method=sel.method,
             fallback=sel.fallback,
             probs=sel.probs,
@@ -306,7 +277,7 @@ async def grade(
         "grading pipelines",
         plan,
         sit,
-        key=lambda s: s.key,
+        unit_id=Sitting.unit_id,
         role="candidate",
         output=ExamResponse,
         context=lambda s: base(s) | {"selected": None, "correct": None, "method": None},
@@ -318,15 +289,15 @@ async def _sit_external(ctx: RunContext[Config], s: Sitting, base: dict[str, Any
     letter parsed robustly; a reply naming none is an error on the item, cause `unparseable`)."""
     assert s.pipeline.external is not None
     q = s.question
-    ans = await ctx.candidate(s.pipeline.external).answer(q["question"], list(q["choices"]))
-    letter = parse_letter(ans.text, list(q["choices"]))
+    ans = await ctx.candidate(s.pipeline.external).answer(q.question, list(q.choices))
+    letter = parse_letter(ans.text, list(q.choices))
     if letter is None:
         raise StepError(f"the reply names no option: {ans.text[:200]!r}", cause="unparseable")
     return ExamResponse(
         **base,
         selected=letter,
         selected_index=LETTERS.index(letter),
-        correct=letter == q["answer"],
+        correct=letter == q.answer,
         method="generated_letter",
         fallback=None,
         probs=None,

@@ -18,26 +18,28 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any, ClassVar
-
-from pydantic import BaseModel
+from typing import ClassVar
 
 from proctor.candidates.multiple_choice import parse_letter, select_option
 from proctor.constants import LETTERS
 from proctor.errors import StepError
 from proctor.estimates import Estimate
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Payload
 from proctor.models.base import Model
 from proctor.models.types import Message
-from proctor.prompts import prompt_version
-from proctor.kit.context import RunContext, work_key
 from proctor.protocols.exam.config import Config
-from proctor.protocols.exam.grading import (
-    LOGLIK_PROMPT,
-    PROMPT,
-    answer_loglik_prompt,
-    answer_messages,
+from proctor.protocols.exam.exam_file import ExamQuestion
+from proctor.protocols.exam.grading import answer_loglik_prompt, answer_messages
+from proctor.protocols.exam.result import (
+    ExamStats,
+    GuessableItem,
+    GuessSkipped,
+    GuessStats,
+    ItemGuessability,
+    Rate,
+    TopicGuess,
 )
-from proctor.kit.steps import Payload
 
 SAMPLE_TEMPERATURE = 0.7
 TOP_LOGPROBS = 10
@@ -56,16 +58,6 @@ class Guess(Payload):
     picked: str | None  # most probable option (sampling: most frequent; ties to the earlier letter)
     probs: dict[str, float] | None = None  # letter -> probability (letter_logprobs, option_loglik)
     samples: dict[str, int] | None = None  # sampling: letter -> count ("none": named no option)
-
-
-class ItemGuessability(BaseModel):
-    """An item's closed-book answerability over the models that answered it."""
-
-    guessability: float | None = None  # mean p_correct over the models; None when none answered
-    per_model: dict[str, float] = {}
-    picked: str | None = None  # the examiner's closed-book pick
-    methods: dict[str, str] = {}  # model -> method
-    failed: dict[str, str] = {}  # model -> cause
 
 
 def p_from_probs(probs: dict[str, float], answer: str) -> float:
@@ -88,31 +80,31 @@ def guess_models(ctx: RunContext[Config]) -> list[str]:
 
 
 async def _sample(
-    model: Model, messages: list[Message], q: dict[str, Any], n: int, seed: int, max_tokens: int
+    model: Model, messages: list[Message], q: ExamQuestion, n: int, seed: int, max_tokens: int
 ) -> Guess:
     picks: list[str | None] = []
     for i in range(n):
         c = await model.generate(
             messages, temperature=SAMPLE_TEMPERATURE, max_tokens=max_tokens, seed=seed + i
         )
-        picks.append(parse_letter(c.text, q["choices"]))
+        picks.append(parse_letter(c.text, q.choices))
     counts = Counter(p for p in picks if p)
     if not counts:
         raise StepError(f"none of {n} sampled closed-book answers named an option", cause="unparseable")
-    letters = LETTERS[: len(q["choices"])]
+    letters = LETTERS[: len(q.choices)]
     top = max(letters, key=lambda x: (counts.get(x, 0), -LETTERS.index(x)))
     return Guess(
-        question_id=q["id"],
+        question_id=q.id,
         model="",
         method="sampling",
-        p_correct=p_from_samples(picks, q["answer"]),
+        p_correct=p_from_samples(picks, q.answer),
         picked=top,
         samples={**{x: counts.get(x, 0) for x in letters}, "none": sum(1 for p in picks if p is None)},
     )
 
 
 async def answer_closed_book(
-    model: Model, q: dict[str, Any], *, samples: int, seed: int, max_tokens: int
+    model: Model, q: ExamQuestion, *, samples: int, seed: int, max_tokens: int
 ) -> Guess:
     """`model` answers item `q` with no context: option probabilities where the server gives them,
     else `samples` sampled answers. Raises StepError (cause `unparseable`) when no answer names an
@@ -122,7 +114,7 @@ async def answer_closed_book(
         sel = await select_option(
             model,
             messages,
-            q["choices"],
+            q.choices,
             method="auto",
             seed=seed,
             top_logprobs=TOP_LOGPROBS,
@@ -135,24 +127,23 @@ async def answer_closed_book(
         sel = None
     if sel is not None and sel.probs:
         return Guess(
-            question_id=q["id"],
+            question_id=q.id,
             model="",
             method=sel.method,
-            p_correct=p_from_probs(sel.probs, q["answer"]),
+            p_correct=p_from_probs(sel.probs, q.answer),
             picked=sel.letter,
             probs=sel.probs,
         )
     return await _sample(model, messages, q, samples, seed, max_tokens)
 
 
-async def guess(ctx: RunContext[Config], exam: list[dict[str, Any]]) -> dict[str, ItemGuessability]:
+async def guess(ctx: RunContext[Config], exam: list[ExamQuestion]) -> dict[str, ItemGuessability]:
     """Question id -> its closed-book answerability (every model answers every item, through `ctx.map`:
     cached, resumable, failures recorded with their causes)."""
     cfg = ctx.settings
     models = guess_models(ctx)
-    versions = [prompt_version(PROMPT), prompt_version(LOGLIK_PROMPT)]
 
-    async def one(unit: tuple[str, dict[str, Any]]) -> Guess:
+    async def one(unit: tuple[str, ExamQuestion]) -> Guess:
         name, q = unit
         g = await answer_closed_book(
             ctx.models[name],
@@ -168,25 +159,15 @@ async def guess(ctx: RunContext[Config], exam: list[dict[str, Any]]) -> dict[str
         "exam: closed-book answerability",
         units,
         one,
-        key=lambda u: work_key(
-            "exg",
-            ctx.models[u[0]].provider.identity(),
-            u[1]["question"],
-            u[1]["choices"],
-            u[1]["answer"],
-            versions,
-            cfg.guessability_samples,
-            cfg.generate_max_tokens,
-            ctx.config.seed,
-        ),
+        unit_id=lambda u: (u[0], u[1].question, u[1].choices, u[1].answer),
         role="examiner",
         output=Guess,
-        context=lambda u: {"question_id": u[1]["id"], "model": u[0]},
+        context=lambda u: {"question_id": u[1].id, "model": u[0]},
     )
-    out = {q["id"]: ItemGuessability() for q in exam}
+    out = {q.id: ItemGuessability() for q in exam}
     for o in outcomes:
         name, q = o.unit
-        rec = out[q["id"]]
+        rec = out[q.id]
         if o.value is None:
             rec.failed[name] = o.failure.cause if o.failure else "error"
             continue
@@ -200,11 +181,11 @@ async def guess(ctx: RunContext[Config], exam: list[dict[str, Any]]) -> dict[str
     return out
 
 
-def closed_book_accuracy(exam: list[dict[str, Any]], guesses: dict[str, ItemGuessability]) -> dict[str, Any]:
+def closed_book_accuracy(exam: list[ExamQuestion], guesses: dict[str, ItemGuessability]) -> Estimate:
     """The closed-book examiner's accuracy on `exam` (its most probable option per item), Wilson interval;
     items it could not answer are left out (n counts the answered ones)."""
-    answered = [(q, g.picked) for q in exam if (g := guesses.get(q["id"])) is not None and g.picked]
-    return Estimate.proportion(sum(1 for q, p in answered if p == q["answer"]), len(answered)).model_dump()
+    answered = [(q, g.picked) for q in exam if (g := guesses.get(q.id)) is not None and g.picked]
+    return Estimate.proportion(sum(1 for q, p in answered if p == q.answer), len(answered))
 
 
 def is_guessable(g: ItemGuessability, threshold: float) -> bool:
@@ -212,59 +193,57 @@ def is_guessable(g: ItemGuessability, threshold: float) -> bool:
 
 
 def guess_stats(
-    exam: list[dict[str, Any]],
+    exam: list[ExamQuestion],
     guesses: dict[str, ItemGuessability],
     threshold: float | None,
     models: list[str],
-) -> dict[str, Any]:
+) -> GuessStats:
     """Guessability over the items before the filter: distribution, methods, failures, guessable share
     per topic (the source document), the closed-book examiner's accuracy, the items the filter drops."""
-    values = [g for q in exam if (g := guesses[q["id"]].guessability) is not None]
+    values = [g for q in exam if (g := guesses[q.id].guessability) is not None]
     cut = threshold if threshold is not None else REPORT_THRESHOLD
     topics: dict[str, list[float]] = {}
     for q in exam:
-        g = guesses[q["id"]].guessability
+        g = guesses[q.id].guessability
         if g is not None:
-            topics.setdefault(str(q.get("topic") or "unknown"), []).append(g)
-    n_options = max((len(q["choices"]) for q in exam), default=4)
-    return {
-        "models": models,
-        "items": len(exam),
-        "measured": len(values),
-        "failed": dict(Counter(c for g in guesses.values() for c in g.failed.values())),
-        "methods": dict(Counter(m for g in guesses.values() for m in g.methods.values())),
-        "mean": round(statistics.fmean(values), 4) if values else None,
-        "median": round(statistics.median(values), 4) if values else None,
-        "chance": 1.0 / n_options,
-        "histogram": {f"{b / 10:.1f}": sum(1 for v in values if min(int(v * 10), 9) == b) for b in range(10)},
-        "threshold": cut,
-        "filter": threshold is not None,
-        "guessable": sum(1 for v in values if v >= cut),
-        "guessable_by_topic": {
+            topics.setdefault(str(q.topic or "unknown"), []).append(g)
+    n_options = max((len(q.choices) for q in exam), default=4)
+    return GuessStats(
+        models=models,
+        items=len(exam),
+        measured=len(values),
+        failed=dict(Counter(c for g in guesses.values() for c in g.failed.values())),
+        methods=dict(Counter(m for g in guesses.values() for m in g.methods.values())),
+        mean=round(statistics.fmean(values), 4) if values else None,
+        median=round(statistics.median(values), 4) if values else None,
+        chance=1.0 / n_options,
+        histogram={f"{b / 10:.1f}": sum(1 for v in values if min(int(v * 10), 9) == b) for b in range(10)},
+        threshold=cut,
+        filter=threshold is not None,
+        guessable=sum(1 for v in values if v >= cut),
+        guessable_by_topic={
             t: round(sum(1 for v in vs if v >= cut) / len(vs), 4) for t, vs in sorted(topics.items())
         },
-        "topics": {
-            t: {
-                "n": len(vs),
-                "guessable": sum(1 for v in vs if v >= cut),
-                "mean": round(statistics.fmean(vs), 4),
-            }
+        topics={
+            t: TopicGuess(
+                n=len(vs), guessable=sum(1 for v in vs if v >= cut), mean=round(statistics.fmean(vs), 4)
+            )
             for t, vs in sorted(topics.items())
         },
-        "closed_book_examiner": closed_book_accuracy(exam, guesses),
-        "guessable_items": [
-            {
-                "id": q["id"],
-                "question": q["question"],
-                "answer": q["choices"][q["answer_index"]],
-                "topic": q.get("topic"),
-                "guessability": guesses[q["id"]].guessability,
-            }
+        closed_book_examiner=Rate.model_validate(closed_book_accuracy(exam, guesses).model_dump()),
+        guessable_items=[
+            GuessableItem(
+                id=q.id,
+                question=q.question,
+                answer=q.correct_option,
+                topic=q.topic,
+                guessability=guesses[q.id].guessability,
+            )
             for q in exam
-            if is_guessable(guesses[q["id"]], cut)
+            if is_guessable(guesses[q.id], cut)
         ],
-        "per_item": {q["id"]: guesses[q["id"]].model_dump() for q in exam},
-    }
+        per_item={q.id: guesses[q.id].model_copy(deep=True) for q in exam},
+    )
 
 
 def filters_guessable(ctx: RunContext[Config]) -> bool:
@@ -274,33 +253,33 @@ def filters_guessable(ctx: RunContext[Config]) -> bool:
 
 
 async def guessability_step(
-    ctx: RunContext[Config], exam: list[dict[str, Any]], stats: dict[str, Any]
-) -> tuple[list[dict[str, Any]], dict[str, ItemGuessability]]:
+    ctx: RunContext[Config], exam: list[ExamQuestion], stats: ExamStats
+) -> tuple[list[ExamQuestion], dict[str, ItemGuessability]]:
     """Measure every item's closed-book answerability, record it on the item (`guessability`, also in
-    exam.jsonl) and in `stats["guessability"]`, and drop the guessable items when `max_guessability` is
+    exam.jsonl) and in `stats.guessability`, and drop the guessable items when `max_guessability` is
     set (counted as filter `guessable`). Returns the exam kept and the measurements."""
     cfg = ctx.settings
     if not cfg.guessability or not exam:
         return exam, {}
     if "examiner" not in ctx.config.roles:
-        stats["guessability"] = {"skipped": "no examiner role to answer the items closed-book"}
+        stats.guessability = GuessSkipped(skipped="no examiner role to answer the items closed-book")
         return exam, {}
     guesses = await guess(ctx, exam)
     for q in exam:
-        q["guessability"] = guesses[q["id"]].guessability
-    stats["guessability"] = guess_stats(exam, guesses, cfg.max_guessability, guess_models(ctx))
+        q.guessability = guesses[q.id].guessability
+    stats.guessability = guess_stats(exam, guesses, cfg.max_guessability, guess_models(ctx))
     if cfg.max_guessability is None:
         return exam, guesses
-    kept = [q for q in exam if not is_guessable(guesses[q["id"]], cfg.max_guessability)]
-    stats.setdefault("filtered", {})["guessable"] = len(exam) - len(kept)
-    stats["kept"] = len(kept)
+    kept = [q for q in exam if not is_guessable(guesses[q.id], cfg.max_guessability)]
+    stats.filtered = {**(stats.filtered or {}), "guessable": len(exam) - len(kept)}
+    stats.kept = len(kept)
     if cfg.exam_file is None and cfg.target_questions is not None and len(kept) < cfg.target_questions:
         why = (
             f"{len(exam) - len(kept)} of the {len(exam)} that passed the other filters were answerable "
             f"closed-book (guessability >= max_guessability {cfg.max_guessability})"
         )
-        before = stats.get("target_missed")
-        stats["target_missed"] = (
+        before = stats.target_missed
+        stats.target_missed = (
             f"{before}; then {why}"
             if before
             else f"{len(kept)} questions kept, short of target_questions {cfg.target_questions}: {why}"

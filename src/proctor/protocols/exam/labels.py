@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
 from proctor.kit.context import RunContext
 from proctor.kit.steps import Payload
+from proctor.protocols.exam.exam_file import ExamQuestion
 
 BLOOM_LEVELS = ("remember", "understand", "apply", "analyze", "evaluate", "create")
 QUESTION_WORDS = ("what", "which", "how", "why", "when", "where", "who", "other")
@@ -153,32 +156,38 @@ LABEL_SCHEMA: dict[str, Any] = {
 }
 
 
+class ExaminerLabel(BaseModel):
+    """The labels the examiner gave one question (checked by `merge_labels`)."""
+
+    bloom: Any = None
+    question_word: Any = None
+
+
 class ExamLabels(Payload):
     """The examiner's labels for one batch of questions, by question id."""
 
     KIND: ClassVar[str] = "exam_labels"
-    labels: dict[str, dict[str, Any]]
+    labels: dict[str, ExaminerLabel]
     prompt_version: str
 
 
 async def label_exam(
-    ctx: RunContext[Any], exam: list[dict[str, Any]], *, use_examiner: bool, batch_size: int
+    ctx: RunContext[Any], exam: list[ExamQuestion], *, use_examiner: bool, batch_size: int
 ) -> dict[str, int]:
     """Set `bloom`, `question_word` (and their `_source`) on every question; returns label counts by source.
 
-    Examiner batches are keyed items (`exam_labels`), so resumes and re-runs repeat no call; a failed or
-    unparseable batch leaves its questions to the rules."""
+    Examiner batches are items (`exam_labels`, their unit id the batch's questions), so resumes and
+    re-runs repeat no call; a failed or unparseable batch leaves its questions to the rules."""
     from proctor.prompts import prompt_version, render_messages
-    from proctor.kit.context import work_key
 
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, ExaminerLabel] = {}
     if use_examiner and exam:
         examiner = ctx.role("examiner")
         version = prompt_version("exam/labels")
         batches = [exam[i : i + batch_size] for i in range(0, len(exam), batch_size)]
 
-        async def label(batch: list[dict[str, Any]]) -> ExamLabels:
-            shown = [{"id": str(i + 1), "question": q["question"]} for i, q in enumerate(batch)]
+        async def label(batch: list[ExamQuestion]) -> ExamLabels:
+            shown = [{"id": str(i + 1), "question": q.question} for i, q in enumerate(batch)]
             c = await examiner.generate(
                 render_messages("exam/labels", questions=shown),
                 json_schema=LABEL_SCHEMA,
@@ -186,22 +195,21 @@ async def label_exam(
                 seed=ctx.config.seed,
                 max_tokens=40 * len(batch) + 40,
             )
-            labels = {}
+            labels: dict[str, ExaminerLabel] = {}
             for pos, lab in enumerate(c.parsed["labels"]):
                 ref = str(lab.get("id", "")).strip().strip("[]")
                 i = int(ref) - 1 if ref.isdigit() else pos
-                if 0 <= i < len(batch) and batch[i]["id"] not in labels:
-                    labels[batch[i]["id"]] = {
-                        "bloom": lab.get("bloom"),
-                        "question_word": lab.get("question_word"),
-                    }
+                if 0 <= i < len(batch) and batch[i].id not in labels:
+                    labels[batch[i].id] = ExaminerLabel(
+                        bloom=lab.get("bloom"), question_word=lab.get("question_word")
+                    )
             return ExamLabels(labels=labels, prompt_version=version)
 
         outcomes = await ctx.map(
             "labelling questions",
             batches,
             label,
-            key=lambda b: work_key("exlab", [q["id"] for q in b], version, examiner.provider.identity()),
+            unit_id=lambda b: [(q.id, q.question) for q in b],
             role="examiner",
             output=ExamLabels,
             context=lambda b: {"labels": {}},
@@ -216,8 +224,10 @@ async def label_exam(
         "question_word_rules": 0,
     }
     for q in exam:
-        lab = merge_labels(q["question"], found.get(q["id"]))
-        q.update(lab)
+        given = found.get(q.id)
+        lab = merge_labels(q.question, given.model_dump() if given else None)
+        q.bloom, q.question_word = lab["bloom"], lab["question_word"]
+        q.bloom_source, q.question_word_source = lab["bloom_source"], lab["question_word_source"]
         counts[f"bloom_{lab['bloom_source']}"] += 1
         counts[f"question_word_{lab['question_word_source']}"] += 1
     return counts

@@ -1,30 +1,47 @@
 """Report section of the exam protocol (`exam`).
 
-Reads: items `exam_question` and `exam_response`; artifacts `exam_stats`, `exam_baselines`,
-`exam_pipelines`, `exam_breakdowns`, `exam_irt`; metric `accuracy` per pipeline. Everything is
-rendered through the autoescaping template `exam/report.html.j2`; plots are drawn from stored numbers.
+Reads the run through `Run`: its `ExamResult` (pipelines with accuracy and answer counts, baselines),
+the artifacts `exam_stats`, `exam_breakdowns` and `exam_irt` (typed), and the items `exam_question` and
+`exam_response` (typed payloads). Everything is rendered through the autoescaping template
+`exam/report.html.j2`; plots are drawn from stored numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
 
 from proctor.constants import LETTERS
+from proctor.estimates import Estimate
+from proctor.kit.record import Run
 from proctor.protocols.exam import plots as plots_exam
+from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.grading import ExamResponse
+from proctor.protocols.exam.result import (
+    Baselines,
+    Breakdowns,
+    ExamIrt,
+    ExamResult,
+    ExamStats,
+    GuessSkipped,
+    GuessStats,
+    IrtAbility,
+    IrtItem,
+    PipelineResult,
+)
 from proctor.report import plots
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
-from proctor.kit.record import Run
-from proctor.store import RunStore
+from proctor.store.record import ItemRecord
 
-BASELINES = (
-    ("best_fixed_letter", "best fixed letter"),
-    ("always_longest", "always the longest option"),
-    ("always_shortest", "always the shortest option"),
-    ("closed_book_examiner", "the examiner, closed-book (question and options only)"),
-)
+BASELINES = {
+    "best_fixed_letter": "best fixed letter",
+    "always_longest": "always the longest option",
+    "always_shortest": "always the shortest option",
+    "closed_book_examiner": "the examiner, closed-book (question and options only)",
+}
 STAT_ORDER = (
     "source",
     "planned",
@@ -50,184 +67,245 @@ STAT_LABELS = {
 MAX_BROWSER = 300
 
 
-def _stat_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
+@dataclass(frozen=True)
+class StatRow:
+    name: str
+    value: int | str
+    sub: list[tuple[str, int | str]]
+
+
+def _stat_rows(stats: ExamStats | None) -> list[StatRow]:
+    rows: list[StatRow] = []
+    if stats is None:
+        return rows
     for k in STAT_ORDER:
-        if k not in stats:
+        v = getattr(stats, k)
+        if v is None:
             continue
-        v = stats[k]
         if k == "rounds":
-            sub = [
+            sub: list[tuple[str, int | str]] = [
                 (
                     f"round {i}",
-                    f"{r['asked']} asked in all, {r['kept']} kept"
-                    + (f" ({r['guessable']} more dropped as guessable)" if r.get("guessable") else ""),
+                    f"{r.asked} asked in all, {r.kept} kept"
+                    + (f" ({r.guessable} more dropped as guessable)" if r.guessable else ""),
                 )
                 for i, r in enumerate(v, 1)
             ]
-            rows.append({"name": STAT_LABELS[k], "value": len(v), "sub": sub})
+            rows.append(StatRow(STAT_LABELS[k], len(v), sub))
         elif isinstance(v, dict):
-            rows.append({"name": STAT_LABELS.get(k, k), "value": sum(v.values()), "sub": sorted(v.items())})
+            rows.append(StatRow(STAT_LABELS[k], sum(v.values()), sorted(v.items())))
         else:
-            rows.append({"name": STAT_LABELS.get(k, k), "value": v, "sub": []})
+            rows.append(StatRow(STAT_LABELS[k], v, []))
     return rows
 
 
-def _baselines(b: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not b or not b.get("n"):
+@dataclass(frozen=True)
+class BaselineRow:
+    label: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    gap: float
+
+
+@dataclass(frozen=True)
+class BaselinesView:
+    rows: list[BaselineRow]
+    chance: float
+    n: int
+    letters: dict[str, int]
+    max_gap: float | None
+    facts: Baselines
+    plot: str | None
+
+
+def _baselines(b: Baselines | None) -> BaselinesView | None:
+    if b is None or not b.n:
         return None
-    chance = b["chance"]
     rows = []
-    for key, label in BASELINES:
-        r = b.get(key)
-        if r:
-            extra = f" ({r['letter']})" if key == "best_fixed_letter" else ""
-            rows.append({"label": label + extra, **r, "gap": r["value"] - chance})
+    for key, r in b.strategies():
+        extra = (
+            f" ({b.best_fixed_letter.letter})" if key == "best_fixed_letter" and b.best_fixed_letter else ""
+        )
+        rows.append(BaselineRow(BASELINES[key] + extra, r.value, r.lo, r.hi, (r.value or 0.0) - b.chance))
     plot = safe_plot(
         plots_exam.baselines_plot,
-        [r["label"] for r in rows],
-        [r["value"] for r in rows],
-        [r["lo"] for r in rows],
-        [r["hi"] for r in rows],
-        b["letter_counts"],
-        chance,
+        [r.label for r in rows],
+        [r.value for r in rows],
+        [r.lo for r in rows],
+        [r.hi for r in rows],
+        b.letter_counts,
+        b.chance,
     )
-    return {
-        "rows": rows,
-        "chance": chance,
-        "n": b["n"],
-        "letters": b["letter_counts"],
-        "max_gap": max(abs(r["gap"]) for r in rows) if rows else None,
-        "facts": {
-            k: b.get(k) for k in ("mean_correct_chars", "mean_distractor_chars", "mean_question_chars")
-        },
-        "plot": plot,
-    }
+    return BaselinesView(
+        rows=rows,
+        chance=b.chance,
+        n=b.n,
+        letters=b.letter_counts,
+        max_gap=max(abs(r.gap) for r in rows) if rows else None,
+        facts=b,
+        plot=plot,
+    )
 
 
-def _pipelines(store: RunStore, irt: dict[str, Any]) -> dict[str, Any]:
-    pipes = store.get_artifact("exam_pipelines") or []
-    acc = {m["subject"]: m for m in store.metrics() if m["name"] == "accuracy"}
-    responses = [r for r in store.items(kind=ExamResponse.KIND) if r["status"] != "superseded"]
-    abil = {a["pipeline"]: a for a in irt.get("abilities", [])}
-    rows = []
-    for p in pipes:
-        mine = [r for r in responses if (r["data"] or {}).get("pipeline") == p["name"]]
-        methods: dict[str, int] = {}
-        errors: dict[str, int] = {}
-        for r in mine:
-            if r["status"] == "done":
-                m = str(r["data"].get("method"))
-                methods[m] = methods.get(m, 0) + 1
-            else:
-                c = r["error_cause"] or "error"
-                errors[c] = errors.get(c, 0) + 1
-        rows.append(
-            {
-                **p,
-                "acc": acc.get(p["name"]),
-                "methods": sorted(methods.items()),
-                "errors": sorted(errors.items()),
-                "ability": abil.get(p["name"]),
-            }
+@dataclass(frozen=True)
+class PipelineRow:
+    name: str
+    model: str
+    retriever: str
+    k: int
+    icl: int
+    acc: Estimate
+    methods: list[tuple[str, int]]
+    errors: list[tuple[str, int]]
+    ability: IrtAbility | None
+
+
+@dataclass(frozen=True)
+class PipelinesView:
+    rows: list[PipelineRow]
+    plot: str | None
+
+
+def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> PipelinesView:
+    rows = [
+        PipelineRow(
+            name=p.name,
+            model=p.model,
+            retriever=p.retriever,
+            k=p.k,
+            icl=p.icl,
+            acc=p.accuracy,
+            methods=sorted(p.methods.items()),
+            errors=sorted(p.errors.items()),
+            ability=irt.ability_of(p.name) if irt is not None else None,
         )
+        for p in pipelines.values()
+    ]
     plot = None
-    shown = [r for r in rows if r["acc"] and r["acc"]["value"] is not None]
+    shown = [r for r in rows if r.acc.value is not None]
     if shown:
         plot = safe_plot(
             plots.metric_bars,
             "Accuracy per pipeline",
-            [r["name"] for r in shown],
-            [r["acc"]["value"] for r in shown],
-            [r["acc"]["lo"] for r in shown],
-            [r["acc"]["hi"] for r in shown],
+            [r.name for r in shown],
+            [r.acc.value for r in shown],
+            [r.acc.lo for r in shown],
+            [r.acc.hi for r in shown],
             xlabel="accuracy — whiskers: 95% Wilson interval",
         )
-    return {"rows": rows, "plot": plot}
+    return PipelinesView(rows, plot)
 
 
-def _breakdowns(b: dict[str, Any] | None) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class BreakdownGroup:
+    key: str
+    title: str
+    levels: list[str]
+    table: dict[str, dict[str, Estimate]]
+
+
+@dataclass(frozen=True)
+class BreakdownRow:
+    pipeline: str
+    cells: list[Estimate | None]
+
+
+@dataclass(frozen=True)
+class BreakdownsView:
+    groups: list[BreakdownGroup]
+    rows: list[BreakdownRow]
+
+
+def _breakdowns(b: Breakdowns | None) -> BreakdownsView | None:
     """One compact table: pipelines x (Bloom levels | question words | topics), each cell a rate."""
-    groups: list[dict[str, Any]] = []
+    groups: list[BreakdownGroup] = []
     for key, title in (("bloom", "Bloom level"), ("question_word", "question word"), ("topic", "topic")):
-        table = (b or {}).get(key) or {}
+        table = b.table(key) if b is not None else {}
         levels = sorted({lv for cells in table.values() for lv in cells})
         if levels:
-            groups.append({"key": key, "title": title, "levels": levels, "table": table})
+            groups.append(BreakdownGroup(key, title, levels, table))
     if not groups:
         return None
-    pipelines = list(dict.fromkeys(p for g in groups for p in g["table"]))
+    pipelines = list(dict.fromkeys(p for g in groups for p in g.table))
     rows = [
-        {"pipeline": p, "cells": [(g["table"].get(p) or {}).get(lv) for g in groups for lv in g["levels"]]}
+        BreakdownRow(p, [(g.table.get(p) or {}).get(lv) for g in groups for lv in g.levels])
         for p in pipelines
     ]
-    return {"groups": groups, "rows": rows}
+    return BreakdownsView(groups, rows)
 
 
-def _irt(irt: dict[str, Any]) -> dict[str, Any] | None:
-    if not irt or not irt.get("model"):
+@dataclass(frozen=True)
+class IrtView:
+    """The IRT fit (`fit`) with its figures, its items most discriminating first, and the pruning step
+    that dropped each pruned question."""
+
+    fit: ExamIrt
+    figs: dict[str, str | None]
+    items_sorted: list[IrtItem]
+    dropped: dict[str, int]
+
+
+def _irt(irt: ExamIrt | None) -> IrtView | None:
+    if irt is None or irt.skipped is not None or irt.model is None:
         return None
-    theta = irt["theta"]
+    theta = irt.theta
     figs: dict[str, str | None] = {}
-    if irt.get("icc"):
+    if irt.icc:
         figs["icc"] = safe_plot(
             plots_exam.curves_plot,
             "Item characteristic curves (sample of items)",
             theta,
-            {c.get("label") or c["id"][-8:]: c["p"] for c in irt["icc"]},
+            {c.label or c.id[-8:]: c.p for c in irt.icc},
             ylabel="P(correct)",
             ylim01=True,
         )
-    for key, title in (("bloom", "Bloom level"), ("question_word", "question word")):
-        groups = irt.get(f"information_by_{key}") or {}
+    for key, title, groups in (
+        ("bloom", "Bloom level", irt.information_by_bloom),
+        ("question_word", "question word", irt.information_by_question_word),
+    ):
         if groups:
             figs[key] = safe_plot(
                 plots_exam.curves_plot,
                 f"Mean item information by {title}",
                 theta,
-                {f"{g} (n={v['n']})": v["mean_item_information"] for g, v in groups.items()},
+                {f"{g} (n={v.n})": v.mean_item_information for g, v in groups.items()},
                 ylabel="information per item",
             )
-    prune = irt.get("prune")
-    if prune and prune.get("steps"):
-        curves = {f"initial exam ({prune['steps'][0]['n_items']} items)": prune["information_initial"]}
-        for s in prune["steps"]:
-            curves[f"after step {s['step']} ({s['n_after']} items)"] = s["information_after"]
+    prune = irt.prune
+    if prune and prune.steps:
+        curves = {f"initial exam ({prune.steps[0].n_items} items)": prune.information_initial}
+        for s in prune.steps:
+            curves[f"after step {s.step} ({s.n_after} items)"] = s.information_after
         figs["prune"] = safe_plot(
             plots_exam.curves_plot, "Test information while pruning", theta, curves, ylabel="test information"
         )
-    elif irt.get("test_information"):
+    elif irt.test_information:
         figs["prune"] = safe_plot(
             plots_exam.curves_plot,
             "Test information",
             theta,
-            {"exam": irt["test_information"]},
+            {"exam": irt.test_information},
             ylabel="test information",
         )
-    h = irt.get("hierarchical")
+    h = irt.hierarchical
     if h:
-        figs["components"] = safe_plot(
-            plots_exam.components_plot, h["components"], h.get("component_se") or {}
-        )
-    ad = irt.get("adaptive")
-    if ad and ad.get("rows"):
-        rows = [r for r in ad["rows"] if r["theta_full"] is not None and r["theta_adaptive"] is not None]
+        figs["components"] = safe_plot(plots_exam.components_plot, h.components, h.component_se)
+    ad = irt.adaptive
+    if ad and ad.rows:
+        rows = [r for r in ad.rows if r.theta_full is not None and r.theta_adaptive is not None]
         if rows:
             figs["adaptive"] = safe_plot(
                 plots_exam.adaptive_plot,
-                [r["pipeline"] for r in rows],
-                [r["theta_full"] for r in rows],
-                [r["se_full"] or 0.0 for r in rows],
-                [r["theta_adaptive"] for r in rows],
-                [r["se_adaptive"] or 0.0 for r in rows],
-                [r["items_used"] for r in rows],
+                [r.pipeline for r in rows],
+                [r.theta_full for r in rows],
+                [r.se_full or 0.0 for r in rows],
+                [r.theta_adaptive for r in rows],
+                [r.se_adaptive or 0.0 for r in rows],
+                [r.items_used for r in rows],
             )
-    items = sorted(
-        irt.get("items") or [], key=lambda it: (it["discrimination"] is None, -(it["discrimination"] or 0))
-    )
-    # Sections the fit may not have produced (a small exam is not pruned) read as absent, not undefined.
-    optional: dict[str, Any] = {"prune": None, "adaptive": None, "hierarchical": None, "warnings": []}
-    return {**optional, **irt, "figs": figs, "items_sorted": items, "dropped": pruned_items(irt)}
+    items = sorted(irt.items, key=lambda it: (it.discrimination is None, -(it.discrimination or 0)))
+    return IrtView(fit=irt, figs=figs, items_sorted=items, dropped=pruned_items(irt))
 
 
 @dataclass(frozen=True)
@@ -241,44 +319,58 @@ class OptionStat:
     correct: bool
 
 
-QUESTION_FIELDS = (
-    "question",
-    "choices",
-    "answer",
-    "answer_index",
-    "rationale",
-    "bloom",
-    "question_word",
-    "bloom_source",
-    "question_word_source",
-    "topic",
-    "source_chunk_ids",
-    "generator",
-    "prompt_version",
-    "guessability",
-)
+class ResponseContext(BaseModel):
+    """What a failed `exam_response` item records of its unit (the pipeline and the question)."""
+
+    pipeline: str | None = None
+    question_id: str | None = None
 
 
-def response_view(r: dict[str, Any]) -> dict[str, Any]:
-    """One `exam_response` item (a store row: status, error, error_cause, data) as the browsers show it."""
-    d = r["data"] or {}
-    return {
-        "pipeline": d.get("pipeline"),
-        "status": r["status"],
-        "error": r["error"],
-        "error_cause": r["error_cause"],
-        "selected": d.get("selected"),
-        "correct": d.get("correct"),
-        "method": d.get("method"),
-        "fallback": d.get("fallback"),
-        "p": (d.get("probs") or {}).get(d.get("selected")) if d.get("selected") else None,
-        "reply": d.get("reply"),
-    }
+@dataclass(frozen=True)
+class ResponseView:
+    """One `exam_response` item as the browsers show it."""
+
+    pipeline: str | None
+    question_id: str | None
+    status: str
+    error: str | None = None
+    error_cause: str | None = None
+    selected: str | None = None
+    correct: bool | None = None
+    method: str | None = None
+    fallback: str | None = None
+    p: float | None = None  # the probability of the option picked
+    reply: str | None = None
 
 
-def option_stats(choices: list[Any], answer_index: Any, answers: list[dict[str, Any]]) -> list[OptionStat]:
-    """Per option, the graded answers (`response_view` rows with status done) that selected it."""
-    picked = [a["selected"] for a in answers if a["status"] == "done" and a["selected"]]
+def response_view(item: ItemRecord) -> ResponseView:
+    """One `exam_response` item (done: its answer; failed: its error and the unit it was for)."""
+    if item.status == "done":
+        r = item.payload(ExamResponse)
+        return ResponseView(
+            pipeline=r.pipeline,
+            question_id=r.question_id,
+            status=item.status,
+            selected=r.selected,
+            correct=r.correct,
+            method=r.method,
+            fallback=r.fallback,
+            p=(r.probs or {}).get(r.selected) if r.selected else None,
+            reply=r.reply,
+        )
+    unit = ResponseContext.model_validate(item.data if isinstance(item.data, dict) else {})
+    return ResponseView(
+        pipeline=unit.pipeline,
+        question_id=unit.question_id,
+        status=item.status,
+        error=item.error,
+        error_cause=item.error_cause,
+    )
+
+
+def option_stats(choices: Sequence[str], answer_index: int, answers: list[ResponseView]) -> list[OptionStat]:
+    """Per option, the graded answers (status done) that selected it."""
+    picked = [a.selected for a in answers if a.status == "done" and a.selected]
     counts = {letter: picked.count(letter) for letter in LETTERS[: len(choices)]}
     return [
         OptionStat(
@@ -292,125 +384,182 @@ def option_stats(choices: list[Any], answer_index: Any, answers: list[dict[str, 
     ]
 
 
+@dataclass(frozen=True)
+class QuestionView:
+    """An exam question with its answers, option counts, IRT parameters and the pruning step that
+    dropped it."""
+
+    id: str
+    d: ExamQuestion
+    answers: list[ResponseView]
+    options: list[OptionStat]
+    n_good: int
+    n_graded: int
+    n_failed: int
+    irt: IrtItem | None
+    dropped: int | None
+
+
 def question_view(
-    q: dict[str, Any], answers: list[dict[str, Any]], irt_item: dict[str, Any] | None, dropped: int | None
-) -> dict[str, Any]:
-    """One `exam_question` item (a store row: key, data) with its answers (`response_view` rows), its IRT
-    parameters and the pruning step that dropped it."""
-    d = q["data"] or {}
-    graded = [a for a in answers if a["status"] == "done"]
-    return {
-        "id": str(d.get("id") or q["key"]),
-        "d": {k: d.get(k) for k in QUESTION_FIELDS},
-        "answers": answers,
-        "options": option_stats(d.get("choices") or [], d.get("answer_index"), answers),
-        "n_good": sum(1 for a in graded if a["correct"]),
-        "n_graded": len(graded),
-        "n_failed": len(answers) - len(graded),
-        "irt": irt_item,
-        "dropped": dropped,
-    }
+    q: ExamQuestion, answers: list[ResponseView], irt_item: IrtItem | None, dropped: int | None
+) -> QuestionView:
+    graded = [a for a in answers if a.status == "done"]
+    return QuestionView(
+        id=q.id,
+        d=q,
+        answers=answers,
+        options=option_stats(q.choices, q.answer_index, answers),
+        n_good=sum(1 for a in graded if a.correct),
+        n_graded=len(graded),
+        n_failed=len(answers) - len(graded),
+        irt=irt_item,
+        dropped=dropped,
+    )
 
 
-def pruned_items(irt: dict[str, Any]) -> dict[str, int]:
+def pruned_items(irt: ExamIrt | None) -> dict[str, int]:
     """Question id -> the pruning step that dropped it."""
-    dropped = {}
-    for s in (irt.get("prune") or {}).get("steps", []):
-        for i in s["dropped_ids"]:
-            dropped[i] = s["step"]
+    dropped: dict[str, int] = {}
+    for s in irt.prune.steps if irt is not None and irt.prune is not None else []:
+        for i in s.dropped_ids:
+            dropped[i] = s.step
     return dropped
 
 
-def _browser(store: RunStore, irt_items: dict[str, Any], dropped: dict[str, int]) -> dict[str, Any]:
-    questions = store.items(kind="exam_question", status="done")
-    by_q: dict[str, list[dict[str, Any]]] = {}
-    for r in store.items(kind=ExamResponse.KIND):
-        if r["status"] == "superseded":
+@dataclass(frozen=True)
+class BrowserView:
+    questions: list[QuestionView]
+    total: int
+    limit: int
+
+
+def _browser(run: Run, irt_items: dict[str, IrtItem], dropped: dict[str, int]) -> BrowserView:
+    questions = run.items(ExamQuestion.KIND, status="done")
+    by_q: dict[str, list[ResponseView]] = {}
+    for r in run.iter_items(ExamResponse.KIND):
+        if r.status == "superseded":
             continue
-        by_q.setdefault(str((r["data"] or {}).get("question_id")), []).append(response_view(r))
+        view = response_view(r)
+        by_q.setdefault(str(view.question_id), []).append(view)
     out = []
-    for q in questions[:MAX_BROWSER]:
-        qid = str((q["data"] or {}).get("id") or q["key"])
-        out.append(question_view(q, by_q.get(qid, []), irt_items.get(qid), dropped.get(qid)))
-    return {"questions": out, "total": len(questions), "limit": MAX_BROWSER}
+    for item in questions[:MAX_BROWSER]:
+        q = item.payload(ExamQuestion)
+        out.append(question_view(q, by_q.get(q.id, []), irt_items.get(q.id), dropped.get(q.id)))
+    return BrowserView(out, len(questions), MAX_BROWSER)
+
+
+@dataclass(frozen=True)
+class Correlation:
+    rho: float
+    n: int
+
+
+@dataclass(frozen=True)
+class GuessView:
+    """Closed-book answerability: the statistics (`s`), the number dropped, Spearman correlations with
+    the IRT parameters, the plot; or why it was not measured (`skipped`)."""
+
+    skipped: str | None = None
+    s: GuessStats | None = None
+    dropped: int | None = None
+    irt: dict[str, Correlation] = field(default_factory=dict)
+    plot: str | None = None
 
 
 def _guessability(
-    g: dict[str, Any] | None, irt_items: dict[str, Any], dropped: int | None
-) -> dict[str, Any] | None:
+    g: GuessStats | GuessSkipped | None, irt_items: dict[str, IrtItem], dropped: int | None
+) -> GuessView | None:
     """Closed-book answerability: distribution (plot), guessable share per topic, the items at or above
     the threshold, and the relation to the IRT difficulty and guessing of the items kept (Spearman)."""
-    if not g:
+    if g is None:
         return None
-    if g.get("skipped"):
-        return {"skipped": g["skipped"]}
+    if isinstance(g, GuessSkipped):
+        return GuessView(skipped=g.skipped)
     from scipy.stats import spearmanr
 
-    per = {k: v.get("guessability") for k, v in (g.get("per_item") or {}).items()}
-    pairs = {
-        name: [
-            (per[i], it[field])
+    per = {k: v.guessability for k, v in g.per_item.items()}
+    pairs: dict[str, list[tuple[float, float]]] = {
+        "difficulty": [
+            (x, it.difficulty)
             for i, it in irt_items.items()
-            if per.get(i) is not None and it.get(field) is not None
-        ]
-        for name, field in (("difficulty", "difficulty"), ("guessing", "guessing"))
+            if (x := per.get(i)) is not None and it.difficulty is not None
+        ],
+        "guessing": [
+            (x, it.guessing)
+            for i, it in irt_items.items()
+            if (x := per.get(i)) is not None and it.guessing is not None
+        ],
     }
     corr = {}
     for name, xy in pairs.items():
         if len(xy) >= 5 and len({x for x, _ in xy}) > 1 and len({y for _, y in xy}) > 1:
             rho = spearmanr([x for x, _ in xy], [y for _, y in xy]).statistic
-            corr[name] = {"rho": round(float(rho), 3), "n": len(xy)}
+            corr[name] = Correlation(round(float(rho), 3), len(xy))
     values = [v for v in per.values() if v is not None]
     plot = None
     if values:
         plot = safe_plot(
             plots_exam.guessability_plot,
             values,
-            float(g.get("threshold") or 0.75),
-            float(g.get("chance") or 0.25),
+            float(g.threshold or 0.75),
+            float(g.chance or 0.25),
             pairs["difficulty"],
         )
-    return {
-        **{k: v for k, v in g.items() if k != "per_item"},
-        "filter": g.get("filter", dropped is not None),
-        "dropped": dropped,
-        "irt": corr,
-        "plot": plot,
-    }
+    return GuessView(s=g, dropped=dropped, irt=corr, plot=plot)
 
 
-def item_guessability(stats: dict[str, Any]) -> dict[str, float | None]:
-    g = stats.get("guessability")
-    per = (g or {}).get("per_item") if isinstance(g, dict) else None
-    return {k: v.get("guessability") for k, v in (per or {}).items()}
+def item_guessability(stats: ExamStats | None) -> dict[str, float | None]:
+    """Question id -> its closed-book guessability (measured before the filter)."""
+    g = stats.guessability if stats is not None else None
+    if not isinstance(g, GuessStats):
+        return {}
+    return {k: v.guessability for k, v in g.per_item.items()}
 
 
-def exam_context(store: RunStore) -> dict[str, Any]:
-    """Everything the exam template shows, from the store only."""
-    stats = store.get_artifact("exam_stats") or {}
-    irt_raw = store.get_artifact("exam_irt") or {}
-    irt = _irt(irt_raw)
-    irt_items = {it["id"]: it for it in irt_raw.get("items") or []}
-    guess = stats.get("guessability") if isinstance(stats.get("guessability"), dict) else None
-    return {
-        "guessability": _guessability(guess, irt_items, (stats.get("filtered") or {}).get("guessable")),
-        "stats": _stat_rows({k: v for k, v in stats.items() if k != "guessability"}),
-        "labels": stats.get("labels"),
-        "distributions": [(k, stats[k]) for k in ("bloom", "question_word", "topic") if stats.get(k)],
-        "baselines": _baselines(store.get_artifact("exam_baselines")),
-        "pipelines": _pipelines(store, irt_raw),
-        "breakdowns": _breakdowns(store.get_artifact("exam_breakdowns")),
-        "irt": irt,
-        "browser": _browser(store, irt_items, (irt or {}).get("dropped", {})),
-        "item_guessability": item_guessability(stats),
-    }
+@dataclass(frozen=True)
+class ExamSection:
+    """Everything the exam template shows."""
+
+    guessability: GuessView | None
+    stats: list[StatRow]
+    labels: dict[str, int] | None
+    distributions: list[tuple[str, dict[str, int]]]
+    baselines: BaselinesView | None
+    pipelines: PipelinesView
+    breakdowns: BreakdownsView | None
+    irt: IrtView | None
+    browser: BrowserView
+    item_guessability: dict[str, float | None]
+
+
+def exam_context(run: Run) -> ExamSection:
+    """The exam section's view of a run: its result, its typed artifacts and items."""
+    result = run.result if isinstance(run.result, ExamResult) else None
+    stats = run.artifact("exam_stats", ExamStats) or (result.exam if result else None)
+    irt_fit = run.artifact("exam_irt", ExamIrt)
+    baselines = result.baselines if result else run.artifact("exam_baselines", Baselines)
+    irt = _irt(irt_fit)
+    irt_items = {it.id: it for it in (irt_fit.items if irt_fit is not None else [])}
+    dropped = (stats.filtered or {}).get("guessable") if stats is not None else None
+    return ExamSection(
+        guessability=_guessability(stats.guessability if stats else None, irt_items, dropped),
+        stats=_stat_rows(stats),
+        labels=stats.labels if stats else None,
+        distributions=[
+            (k, dist) for k in ("bloom", "question_word", "topic") if stats and (dist := getattr(stats, k))
+        ],
+        baselines=_baselines(baselines),
+        pipelines=_pipelines(result.pipelines if result else {}, irt_fit),
+        breakdowns=_breakdowns(run.artifact("exam_breakdowns", Breakdowns)),
+        irt=irt,
+        browser=_browser(run, irt_items, irt.dropped if irt else {}),
+        item_guessability=item_guessability(stats),
+    )
 
 
 def render(run: Run) -> str:
-    # Kit 2 transition: this section still reads the store directly; it is to read `run` (typed).
-    return _render_store(RunStore(run.folder / "run.sqlite"))
-
-
-def _render_store(store: RunStore) -> str:
     """HTML fragment of the exam protocol section."""
-    return render_template("exam/report.html.j2", **exam_context(store))
+    section = exam_context(run)
+    return render_template(
+        "exam/report.html.j2", **{f: getattr(section, f) for f in section.__dataclass_fields__}
+    )
