@@ -226,7 +226,7 @@ async def item_page(request: Request) -> Response:
             # Imported here: the exam view needs the exam protocol, which other runs never load.
             from proctor.viewer.exam import exam_item
 
-            exam = exam_item(run.connection, item.key, item.data)
+            exam = exam_item(run, item.key, item.data)
     with LabelStore(folder) as labels:
         history = labels.history(key)
     return _page(

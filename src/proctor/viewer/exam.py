@@ -8,8 +8,6 @@ artifacts the exam protocol stored (read as its typed `ExamIrt` and `ExamStats`)
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,7 +25,7 @@ from proctor.protocols.exam.report import (
 )
 from proctor.protocols.exam.result import ExamIrt, ExamStats
 from proctor.psychometrics import item_characteristic
-from proctor.store.record import ItemRecord
+from proctor.store.record import RunRecord
 
 QUESTION_KIND = "exam_question"
 THETA_MIN, THETA_MAX = -4.0, 4.0
@@ -112,18 +110,15 @@ def icc_plot(difficulty: float, discrimination: float | None, guessing: float | 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _artifact(conn: sqlite3.Connection, name: str, model: type[M]) -> M | None:
+def _artifact(run: RunRecord, name: str, model: type[M]) -> M | None:
     """A stored artifact as its typed model (None when absent or of another shape)."""
-    row = conn.execute("SELECT data FROM artifacts WHERE name = ?", (name,)).fetchone()
-    if not row or not row[0]:
-        return None
     try:
-        return model.model_validate(json.loads(row[0]))
+        return run.artifact(name, model)
     except ValidationError:
         return None
 
 
-def exam_item(conn: sqlite3.Connection, key: str, data: Any) -> ExamItem | None:
+def exam_item(run: RunRecord, key: str, data: Any) -> ExamItem | None:
     """The exam view of an `exam_question` item (None for any other data)."""
     try:
         question = ExamQuestion.model_validate(data)
@@ -131,28 +126,15 @@ def exam_item(conn: sqlite3.Connection, key: str, data: Any) -> ExamItem | None:
         return None
     qid = question.id
     answers = [
-        response_view(
-            ItemRecord(
-                key=r["key"],
-                kind=ExamResponse.KIND,
-                status=r["status"],
-                data=json.loads(r["data"]) if r["data"] else None,
-                error=r["error"],
-                error_cause=r["error_cause"],
-            )
-        )
-        for r in conn.execute(
-            "SELECT key, status, error, error_cause, data FROM items WHERE kind = ?"
-            " AND status != 'superseded' AND json_extract(data, '$.question_id') = ? ORDER BY seq",
-            (ExamResponse.KIND, qid),
-        )
+        response_view(r)
+        for r in run.items_where(ExamResponse.KIND, "question_id", qid, exclude_status="superseded")
     ]
-    fit = _artifact(conn, "exam_irt", ExamIrt)
+    fit = _artifact(run, "exam_irt", ExamIrt)
     irt_item = next((it for it in fit.items if it.id == qid), None) if fit is not None else None
     q = question_view(question, answers, irt_item, pruned_items(fit).get(qid))
     guess = question.guessability
     if guess is None:
-        guess = item_guessability(_artifact(conn, "exam_stats", ExamStats)).get(qid)
+        guess = item_guessability(_artifact(run, "exam_stats", ExamStats)).get(qid)
     irt = icc = None
     if irt_item is not None and fit is not None and fit.model is not None:
         irt = IrtParams(
