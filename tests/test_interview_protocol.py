@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from proctor.kit.shared.question_file import BenchmarkQuestionsConfig, load_questions
+from proctor.kit.shared.questions import support
 from proctor.models.scripted import register_script
 from proctor.protocols.interview.difficulty import next_tier, score, tier
 from proctor.protocols.interview.validation import validation_rates
-from proctor.kit.shared.question_file import BenchmarkQuestionsConfig, load_questions
-from proctor.kit.shared.questions import support
 from proctor.runner import run_config
 
 # --- the difficulty controller ------------------------------------------------------------------------
@@ -327,6 +327,52 @@ def test_bad_source_is_a_user_error(interview_config: Any, tmp_path: Path) -> No
 
     with pytest.raises(UserError, match=r"interview\.from_run"):
         run_config(cfg, out=tmp_path / "runs", show_progress=False)
+
+
+def _source_run(folder: Path, protocol: str) -> Any:
+    from proctor.store import RunStore
+
+    folder.mkdir()
+    store = RunStore(folder / "run.sqlite")
+    store.start_run(folder.name, protocol, {"protocol": protocol}, "h", "0")
+    return store
+
+
+def test_from_run_reads_an_exam_with_irt_tiers_and_a_qa_run(tmp_path: Path) -> None:
+    from proctor.kit.shared.questions import Question
+    from proctor.protocols.interview.base import load_base
+    from proctor.protocols.interview.config import Config
+
+    exam = _source_run(tmp_path / "exam", "exam")
+    bs = [0.5, -1.0, 2.0, 0.0]
+    for i in range(len(bs)):
+        q = {"id": str(i), "question": f"Q{i}?", "choices": ["w", "x", "y", "z"], "answer_index": i % 4,
+             "answer": "ABCD"[i % 4], "source_chunk_ids": [f"c{i}"]}  # fmt: skip
+        exam.put_item(f"k{i}", "exam_question", q)
+    exam.put_item("old", "exam_question", {**q, "id": "gone"}, status="superseded")
+    items = [{"id": str(i), "difficulty": b, "discrimination": 1.0, "guessing": None, "p_correct": 0.5}
+             for i, b in enumerate(bs)]  # fmt: skip
+    exam.put_artifact("exam_irt", {"theta": [0.0], "items": items})
+    exam.close()
+    loaded, stats = load_base(Config.model_validate({"from_run": str(tmp_path / "exam")}))
+    assert [q.question_id for q in loaded] == ["0", "1", "2", "3"]
+    assert [q.answer for q in loaded] == ["w", "x", "y", "z"] and loaded[2].chunk_ids == ["c2"]
+    assert [q.difficulty for q in loaded] == ["medium", "easy", "hard", "easy"]
+    assert {q.difficulty_source for q in loaded} == {"irt"}
+    assert stats.irt_labelled == 4 and stats.read == stats.usable == 4
+
+    qa = _source_run(tmp_path / "qa", "qa")
+    for i in range(2):
+        q = Question(question_id=f"q{i}", question=f"Q{i}?", reference_answer=f"A{i}", prompt_version="v",
+                     source_chunk_ids=[f"c{i}"])  # fmt: skip
+        qa.put_item(f"k{i}", Question.KIND, q.model_dump(mode="json"))
+    qa.close()
+    loaded, stats = load_base(Config.model_validate({"from_run": str(tmp_path / "qa")}))
+    assert [(q.question_id, q.answer, q.choices, q.difficulty) for q in loaded] == [
+        ("q0", "A0", [], None),
+        ("q1", "A1", [], None),
+    ]
+    assert stats.irt_labelled is None and stats.read == 2
 
 
 # --- crash mid-extension, then resume ------------------------------------------------------------------

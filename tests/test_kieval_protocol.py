@@ -188,9 +188,12 @@ def test_off_topic_stop_unparseable_round_and_reask(tmp_path: Path) -> None:
     assert sodium["data"]["rounds"] == 1 and sodium["data"]["round_overall"] == [4]
     assert sodium["data"]["kieval"] == pytest.approx(score([4]))
     bad = [r for r in rounds if r["data"]["question_id"] == "sodium" and r["data"]["round"] == 1]
-    assert len(bad) == 1 and bad[0]["status"] == "error" and bad[0]["cause"] == "unparseable"
-    assert "overall_score" not in bad[0]["data"]
+    # The round was played (its turns are kept) but not scored: its evaluator's judgment is the error.
+    assert len(bad) == 1 and bad[0]["data"]["overall_score"] is None
     assert bad[0]["data"]["candidate_reply"].startswith("On-topic reply number 1")
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    sql = "SELECT judge, error_cause FROM judgments WHERE item_key=?"
+    assert con.execute(sql, (bad[0]["key"],)).fetchall() == [("kieval_evaluator:eval", "unparseable")]
     sodium_asks = [
         m for m in EVALUATOR_PROMPTS if "sodium" in m[1]["content"] and "(round 2)" in m[1]["content"]
     ]

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from proctor.kit.record import load_run
-from proctor import load_run
 from proctor.models.scripted import register_script
 from proctor.report import render_report_html
 from proctor.runner import run_config

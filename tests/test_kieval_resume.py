@@ -139,6 +139,13 @@ def _round_status(run_dir: Path) -> dict[str, str]:
     return dict(con.execute("SELECT key, status FROM items WHERE kind='kieval_round'").fetchall())
 
 
+def _scored_rounds(run_dir: Path) -> set[str]:
+    """Rounds completed with their evaluation (a round is stored once played, then scored by the panel)."""
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    rows = con.execute("SELECT key, data FROM items WHERE kind='kieval_round' AND status='done'").fetchall()
+    return {k for k, d in rows if json.loads(d).get("overall_score") is not None}
+
+
 def test_crash_then_resume_repeats_no_stored_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = write_config(tmp_path, "scripted/kv-resume")
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache-ref"))
@@ -156,8 +163,7 @@ def test_crash_then_resume_repeats_no_stored_call(tmp_path: Path, monkeypatch: p
         run_config(cfg, out=tmp_path / "runs", show_progress=False)
     crashed_calls = sum(v for k, v in CALLS.items() if k != "crashed")
     run_dir = next((tmp_path / "runs").iterdir())
-    at_crash = _round_status(run_dir)
-    done_at_crash = {k for k, s in at_crash.items() if s == "done"}
+    done_at_crash = _scored_rounds(run_dir)
     assert done_at_crash and len(done_at_crash) < len(_round_status(reference.run_dir))
     con = sqlite3.connect(run_dir / "run.sqlite")
     last_call_id = con.execute("SELECT MAX(id) FROM model_calls").fetchone()[0]

@@ -51,7 +51,7 @@ def test_arc_layouts(tmp_path: Path) -> None:
     qs, stats = load(hf)
     assert [q.question_id for q in qs] == ["Mercury_7175875", "num_labels"]
     assert qs[0].answer_letter == "B" and qs[0].choices[1] == "day length"
-    assert qs[1].answer_index == 1 and stats["usable"] == 2
+    assert qs[1].answer_index == 1 and stats.usable == 2
     original = _jsonl(
         tmp_path / "arc_orig.jsonl",
         [
@@ -91,7 +91,7 @@ def test_mmlu_parquet_and_headerless_csv(tmp_path: Path) -> None:
         w.writerow(["Closest planet to the Sun?", "Venus", "Mercury", "Mars", "Earth", "B"])
     qs, stats = load(c)
     assert len(qs) == 2 and qs[0].choices == ["A planet", "A star", "A moon", "A comet"]
-    assert qs[1].answer_letter == "B" and stats["read"] == 2
+    assert qs[1].answer_letter == "B" and stats.read == 2
 
 
 def test_medqa_and_exam_layouts(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_configured_fields_and_skips(tmp_path: Path) -> None:
         id_field="qid",
     )
     assert [q.question_id for q in qs] == ["a"] and qs[0].answer_letter == "B"
-    assert stats["skipped"] == {"answer index out of range": 1, "fewer than 2 options or an empty option": 1}
+    assert stats.skipped == {"answer index out of range": 1, "fewer than 2 options or an empty option": 1}
 
 
 def test_user_errors_name_file_and_fields(tmp_path: Path) -> None:

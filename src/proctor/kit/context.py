@@ -140,11 +140,6 @@ class RunContext(Generic[S]):
             )
         return self._environments[spec]
 
-    def candidate_identity(self, c: CandidateConfig) -> list[Any]:
-        """What makes a candidate's answers differ — its config and its model's identity (for `local/`
-        models the weights' hash). The one identity used in every answer key."""
-        return [c.model_dump(), self.models[c.model].provider.identity() if c.model else None]
-
     def candidate_label(self, c: CandidateConfig) -> str:
         """What the candidate is, for tables: the model spec (with the workflow for agents), or the kind."""
         if c.python:

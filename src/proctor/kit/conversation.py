@@ -1,15 +1,20 @@
-"""The conversation engine: resumable multi-round conversations between roles (KIEval's interactor,
-candidate and evaluators; the interview protocol's examiner and candidate).
+"""The conversation engine: multi-round conversations between roles (KIEval's interactor, candidate and
+evaluators), run through the kit's one step runner — it holds no keys, no store and no error records.
 
-A conversation is a sequence of rounds; a round is one stored item whose data fields are filled by the
-round's turns in order (e.g. the interactor's question, then the candidate's reply), each under its own
-role, the item stored after every turn. A round may end with a panel: several voters (evaluators) score it
-in parallel, each voter's reply stored at once as a judgment on the round — with its cause when it fails —
-and the valid replies are combined (voting). A stop rule on the finished round ends the conversation early.
+Conversations advance together, round by round. A round is one unit of `ctx.map` (stored as an item of
+kind `output.KIND`; its id is the conversation's id and the round's index): its turns fill the round's
+fields in order (e.g. the interactor's question, then the candidate's reply), each turn's model calls
+recorded under the turn's role. A panel then scores the round: each voter's reply is a judgment on the
+round (`ctx.judge`, judge `f"{panel.judge}:{voter}"`) and the valid replies are combined into the round
+(`ctx.revise`). A stop rule on the scored round ends its conversation early.
 
-Resume: a done round is handed back as it was; a round stored half-way continues at its first missing
-field; a panel asks only the voters without a stored reply. A final failure (`proctor.errors.is_final`)
-ends the conversation where it happened; a transient one ends it too, and `--resume` retries that round.
+Resume is the runner's: a done round is handed back; a round that failed or was killed half-way stored
+the fields its turns had filled (`StepError.partial`, `checkpoint` after every turn) and continues at its
+first missing field (`resumed_partial`); the panel asks only the voters without a stored reply. A final
+failure (`proctor.errors.is_final`) ends the conversation where it happened; a transient one ends it too,
+and `--resume` retries that round. A round none of whose voters gave a valid reply (each failed for good)
+ends the conversation as `evaluator_error`: the round keeps its turns, the voters' failures are their
+judgments.
 """
 
 from __future__ import annotations
@@ -17,159 +22,184 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from proctor.errors import StepError, is_final
+from pydantic import BaseModel
+
+from proctor.errors import StepError
 from proctor.kit.context import RunContext
-from proctor.kit.steps import Failure
+from proctor.kit.steps import Failure, Judgment, Outcome, Payload, checkpoint, resumed_partial
 from proctor.models.recording import call_scope
 
-RoundData = dict[str, Any]
-Transcript = list[RoundData]
+C = TypeVar("C")  # what one conversation is about (the protocol's own unit)
+R = TypeVar("R", bound=Payload)  # a round, as stored
+V = TypeVar("V", bound=BaseModel)  # one voter's reply on a round
 
-
-class EndConversation(Exception):
-    """Raised by a turn to end the conversation here without an error (its round is not kept)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+RoundData = dict[str, Any]  # a round being played: the fields its turns filled so far
 
 
 @dataclass(frozen=True)
-class Turn:
-    """One step of a round: `run(round, transcript)` fills `round[field]`, its calls recorded as `role`."""
+class Turn(Generic[C, R]):
+    """One step of a round: `run(conversation, round, transcript)` fills `round[field]`; its model calls
+    are recorded as `role`. `transcript` holds the conversation's finished rounds."""
 
     field: str
     role: str
-    run: Callable[[RoundData, Transcript], Awaitable[Any]]
+    run: Callable[[C, RoundData, Sequence[R]], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
-class Panel:
-    """The round's scoring: each voter's `ask(voter, round, transcript)` reply is stored as the judgment
-    `f"{judge}:{voter}"` on the round; `combine(valid replies, voters that failed for good)` gives the
-    fields merged into the round. A round none of whose voters gave a valid reply is an error with the
-    voters' cause."""
+class Panel(Generic[C, R, V]):
+    """The round's scoring: each voter's `ask(conversation, voter, round, transcript)` reply (a `reply`)
+    is stored as the data of the judgment `f"{judge}:{voter}"` on the round; `combine(round, valid replies
+    by voter in panel order, voters that failed for good)` gives the scored round."""
 
     judge: str
     role: str
     voters: Sequence[str]
-    ask: Callable[[str, RoundData, Transcript], Awaitable[dict[str, Any]]]
-    combine: Callable[[dict[str, dict[str, Any]], list[str]], dict[str, Any]]
+    reply: type[V]
+    ask: Callable[[C, str, R, Sequence[R]], Awaitable[V]]
+    combine: Callable[[R, dict[str, V], list[str]], R]
 
 
 @dataclass
-class Conversation:
-    """What became of one conversation: its finished rounds, why it ended, and the failure if any."""
+class Conversation(Generic[C, R]):
+    """What became of one conversation: its finished (scored) rounds and their keys, why it ended
+    (`completed`, a stop reason, `evaluator_error` or `error`), and for `error` the failure."""
 
-    rounds: Transcript = field(default_factory=list)
-    end: str = "completed"
+    conversation: C
+    rounds: list[R] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    end: str | None = None  # None while it goes on
     failure: Failure | None = None
 
 
 async def converse(
     ctx: RunContext[Any],
+    description: str,
+    conversations: Sequence[C],
     *,
-    base: RoundData,
-    round_key: Callable[[int], str],
-    kind: str,
+    conversation_id: Callable[[C], Any],
+    start: Callable[[C, int], RoundData],
+    output: type[R],
     max_rounds: int,
-    turns: Sequence[Turn],
-    panel: Panel | None = None,
-    stop: Callable[[RoundData], str | None] = lambda r: None,
-    on_round: Callable[[RoundData], None] = lambda r: None,
-) -> Conversation:
-    """Run (or resume) one conversation of up to `max_rounds` rounds. Each round's item starts as
-    `{**base, "round": i}`; `stop(round)` names the reason to end after a finished round, or None;
-    `on_round(round)` sees every finished round in order (e.g. to extend the candidate's history)."""
-    store = ctx.store
-    out = Conversation()
+    turns: Sequence[Turn[C, R]],
+    panel: Panel[C, R, Any] | None = None,
+    stop: Callable[[R], str | None] = lambda r: None,
+) -> list[Conversation[C, R]]:
+    """Run (or resume) conversations of up to `max_rounds` rounds each, in order. `conversation_id(c)`
+    identifies a conversation's inputs (as `ctx.map`'s `unit_id`); round i of it starts as `start(c, i)`;
+    `stop(round)` names the reason to end after a scored round, or None."""
+    talks = [Conversation[C, R](c) for c in conversations]
     for i in range(max_rounds):
-        rk = round_key(i)
-        stored = store.get_item(rk)
-        data: RoundData = dict(stored["data"]) if stored else {**base, "round": i}
-        if stored is not None and stored["status"] == "done":
-            pass
-        elif stored is not None and stored["status"] == "error" and is_final(stored["error_cause"]):
-            if panel is not None and all(data.get(t.field) is not None for t in turns):
-                out.end = "evaluator_error"  # the panel failed for good (see _PanelFailed)
+        playing = [t for t in talks if t.end is None]
+        if not playing:
+            break
+        label = f"{description}: round {i + 1}"
+
+        async def play(talk: Conversation[C, R], i: int = i) -> R:
+            data: RoundData = {**start(talk.conversation, i), **(resumed_partial() or {})}
+            for turn in turns:
+                if data.get(turn.field) is None:
+                    try:
+                        with call_scope(role=turn.role):
+                            data[turn.field] = await turn.run(talk.conversation, data, talk.rounds)
+                    except StepError as e:  # keep what the turns before it did
+                        raise StepError(str(e), cause=e.cause, partial=data) from e
+                    if turn is not turns[-1]:
+                        checkpoint(data)  # a killed run does not ask this turn again
+            return output.model_validate(data)
+
+        def round_id(talk: Conversation[C, R], i: int = i) -> tuple[Any, int]:
+            # Earlier rounds are units of their own: what they depended on is checked with them.
+            return (conversation_id(talk.conversation), i)
+
+        played = await ctx.map(
+            label,
+            playing,
+            play,
+            unit_id=round_id,
+            role=turns[0].role if turns else None,
+            output=output,
+        )
+        scored: list[tuple[Conversation[C, R], Outcome[Conversation[C, R], R]]] = []
+        for o in played:
+            if o.value is None:
+                o.unit.end, o.unit.failure = "error", o.failure
             else:
-                out.end = "error"
-                out.failure = Failure(stored["error_cause"], stored["error"] or "")
-            return out
-        else:
+                scored.append((o.unit, o))
+        if panel is not None and scored:
+            scored = await _vote(ctx, label, panel, scored)
+        for talk, o in scored:
+            assert o.value is not None
+            talk.rounds.append(o.value)
+            talk.keys.append(o.key)
+            reason = stop(o.value)
+            if reason is not None:
+                talk.end = reason
+    for talk in talks:
+        if talk.end is None:
+            talk.end = "completed"
+    return talks
+
+
+async def _vote(
+    ctx: RunContext[Any],
+    label: str,
+    panel: Panel[C, R, V],
+    rounds: list[tuple[Conversation[C, R], Outcome[Conversation[C, R], R]]],
+) -> list[tuple[Conversation[C, R], Outcome[Conversation[C, R], R]]]:
+    """The panel's judgments of the played rounds, combined into them; the rounds that could be scored."""
+
+    def asker(
+        voter: str,
+    ) -> Callable[[tuple[Conversation[C, R], Outcome[Conversation[C, R], R]]], Awaitable[Judgment]]:
+        async def ask(u: tuple[Conversation[C, R], Outcome[Conversation[C, R], R]]) -> Judgment:
+            talk, o = u
+            assert o.value is not None
             try:
-                for turn in turns:
-                    if data.get(turn.field) is None:
-                        with call_scope(recorder=store, role=turn.role, item_key=rk, budget=ctx.budget):
-                            data[turn.field] = await turn.run(data, out.rounds)
-                        store.put_item(rk, kind, data, status="pending")
-                if panel is not None:
-                    await _vote(ctx, panel, rk, data, out.rounds)
-                store.put_item(rk, kind, data)
-            except EndConversation as e:
-                out.end = e.reason
-                return out
+                reply = await panel.ask(talk.conversation, voter, o.value, talk.rounds)
             except StepError as e:
-                store.put_item(rk, kind, data, status="error", error=str(e), error_cause=e.cause)
-                out.end = "evaluator_error" if isinstance(e, _PanelFailed) else "error"
-                out.failure = None if isinstance(e, _PanelFailed) else Failure(e.cause, str(e))
-                return out
-        out.rounds.append(data)
-        on_round(data)
-        reason = stop(data)
-        if reason is not None:
-            out.end = reason
-            return out
-    return out
-
-
-class _PanelFailed(StepError):
-    """No voter gave a valid reply: the round cannot be scored (final when the replies were final)."""
-
-
-async def _vote(ctx: RunContext[Any], panel: Panel, rk: str, data: RoundData, transcript: Transcript) -> None:
-    store = ctx.store
-    replies: dict[str, dict[str, Any]] = {}
-    failures: dict[str, Failure] = {}
-    for voter in panel.voters:
-        j = store.get_judgment(rk, f"{panel.judge}:{voter}")
-        if j is None:
-            continue
-        if j["error"] is None:
-            replies[voter] = j["data"]
-        elif is_final(j["error_cause"]):
-            failures[voter] = Failure(j["error_cause"], j["error"])
-
-    async def one(voter: str) -> None:
-        name = f"{panel.judge}:{voter}"
-        with call_scope(recorder=store, role=panel.role, item_key=rk, budget=ctx.budget):
-            try:
-                reply = await panel.ask(voter, data, transcript)
-            except StepError as e:
-                failures[voter] = Failure(e.cause, str(e))
                 raw = getattr(e, "raw", None)  # an unparseable reply is kept for the report
-                store.put_judgment(
-                    rk,
-                    name,
-                    verdict=None,
-                    score=None,
-                    reason=None,
-                    error=str(e),
-                    error_cause=e.cause,
-                    data={"raw": raw[:4000]} if raw else None,
-                )
-                return
-        replies[voter] = reply
-        store.put_judgment(rk, name, verdict=None, score=None, reason=None, data=reply)
+                raise StepError(str(e), cause=e.cause, partial={"raw": raw[:4000]} if raw else None) from e
+            return Judgment(data=reply.model_dump(mode="json"))
 
-    await asyncio.gather(*(one(v) for v in panel.voters if v not in replies and v not in failures))
-    transient = [f for v, f in failures.items() if not f.final]
-    if transient:  # retried by --resume; the voters that answered are kept
-        raise StepError(transient[0].message, cause=transient[0].cause)
-    valid = {v: replies[v] for v in panel.voters if v in replies}
-    if not valid:
-        messages = "; ".join(failures[v].message for v in panel.voters if v in failures)
-        raise _PanelFailed(messages, cause=next(iter(failures.values())).cause)
-    data.update(panel.combine(valid, sorted(failures)))
+        return ask
+
+    votes = await asyncio.gather(
+        *(
+            ctx.judge(
+                f"{label}, {panel.role} {voter}" if len(panel.voters) > 1 else f"{label}, {panel.role}",
+                rounds,
+                asker(voter),
+                item_key=lambda u: u[1].key,
+                judge=f"{panel.judge}:{voter}",
+                role=panel.role,
+            )
+            for voter in panel.voters
+        )
+    )
+    kept: list[tuple[Conversation[C, R], Outcome[Conversation[C, R], R]]] = []
+    combined: dict[str, R] = {}
+    for j, (talk, o) in enumerate(rounds):
+        assert o.value is not None
+        valid: dict[str, V] = {}
+        failed: list[str] = []
+        transient: Failure | None = None
+        for voter, outcomes in zip(panel.voters, votes, strict=True):
+            v = outcomes[j]
+            if v.value is not None:
+                valid[voter] = panel.reply.model_validate(v.value.data or {})
+            elif v.failure is not None and v.failure.final:
+                failed.append(voter)
+            elif transient is None:
+                transient = v.failure
+        if transient is not None:  # retried by --resume; the voters that answered are kept
+            talk.end, talk.failure = "error", transient
+        elif not valid:  # every voter failed for good: the round cannot be scored
+            talk.end = "evaluator_error"
+        else:
+            combined[o.key] = panel.combine(o.value, valid, sorted(failed))
+            kept.append((talk, Outcome(o.unit, o.key, combined[o.key])))
+    await ctx.revise([o for _, o in rounds if o.key in combined], lambda o: combined[o.key])
+    return kept

@@ -12,6 +12,7 @@ no keys, no resume predicates, no error-recording closures and no store re-reads
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -75,10 +76,11 @@ class Outcome(Generic[U, T]):
 
 def _stored(
     store: RunStore, key: str, output: type[T], judge: str | None, models: set[str]
-) -> tuple[T | None, Failure | None]:
-    """What the store already settled for `key`: (value, None), (None, final failure) or (None, None)
-    when the unit must run (new, transiently failed, stored under an older payload shape, or produced
-    with a prompt file or a model that has changed since)."""
+) -> tuple[T | None, Failure | None, dict[str, Any] | None]:
+    """What the store already settled for `key`: (value, None, None), (None, final failure, None) or
+    (None, None, partial) when the unit must run (new, transiently failed, stored under an older payload
+    shape, or produced with a prompt file or a model that has changed since); `partial` is the data a
+    transient failure stored while what the unit depended on is unchanged (see `resumed_partial`)."""
     if judge is None:
         it = store.get_item(key)
         row = None if it is None else (it["status"] == "done", it["data"], it["error"], it["error_cause"], it)
@@ -86,18 +88,19 @@ def _stored(
         j = store.get_judgment(key, judge)
         row = None if j is None else (j["error"] is None, j, j["error"], j["error_cause"], j)
     if row is None:
-        return None, None
+        return None, None, None
     done, data, error, cause, record = row
     if not still_valid(record["deps"], models):
-        return None, None
+        return None, None, None
     if done:
         try:
-            return output.model_validate(data), None
+            return output.model_validate(data), None, None
         except ValidationError:
-            return None, None
+            return None, None, None
     if is_final(cause):
-        return None, Failure(cause or "error", error or "")
-    return None, None
+        return None, Failure(cause or "error", error or ""), None
+    partial = record["data"]  # a judgment's own data; an item's payload
+    return None, None, partial if isinstance(partial, dict) and partial else None
 
 
 def _record(
@@ -180,14 +183,17 @@ async def run_steps(
     models = set(ctx.models)
     settled: dict[str, tuple[T | None, Failure | None]] = {}
     todo: dict[str, U] = {}
+    partials: dict[str, dict[str, Any]] = {}
     for u, k in zip(units, keys, strict=True):
         if k in settled or k in todo:
             continue
-        value, failure = _stored(ctx.store, k, output, judge, models)
+        value, failure, partial = _stored(ctx.store, k, output, judge, models)
         if value is not None or failure is not None:
             settled[k] = (value, failure)
         else:
             todo[k] = u
+            if partial is not None:
+                partials[k] = partial
     stage = ctx.progress.stage(description, len(todo))
 
     async def one(k: str, u: U) -> None:
@@ -197,11 +203,22 @@ async def run_steps(
             call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget),
         ):
             partial: dict[str, Any] | None = None
+
+            def save(data: dict[str, Any]) -> None:
+                if judge is not None:
+                    raise RuntimeError("checkpoint() is for steps run by ctx.map, not ctx.judge")
+                ctx.store.put_item(k, output.KIND, data, status="pending", deps=deps.as_json())
+
+            token = _resumed.set(partials.get(k))
+            saver = _checkpoint.set(save)
             try:
                 value: T | None = await step(u)
                 failure = None
             except StepError as e:
                 value, failure, partial = None, Failure(e.cause, str(e)), e.partial
+            finally:
+                _resumed.reset(token)
+                _checkpoint.reset(saver)
         data = partial if partial is not None else (context(u) if context and failure else None)
         _record(ctx.store, k, output, judge, value, failure, data, deps.as_json())
         settled[k] = (value, failure)
@@ -210,6 +227,36 @@ async def run_steps(
     await asyncio.gather(*(one(k, u) for k, u in todo.items()))
     stage.finish()
     return [Outcome(u, k, *settled[k]) for u, k in zip(units, keys, strict=True)]
+
+
+# What the running unit stored when it last failed transiently (see `resumed_partial`).
+_resumed: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "proctor_resumed_partial", default=None
+)
+
+
+_checkpoint: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = contextvars.ContextVar(
+    "proctor_checkpoint", default=None
+)
+
+
+def resumed_partial() -> dict[str, Any] | None:
+    """Inside a step: the data the running unit stored when it last failed with a transient cause (its
+    `StepError.partial`, or the `context` the step was mapped with) or was stopped after a `checkpoint`,
+    while the prompt files and models it used are unchanged; None for a unit that runs for the first time.
+    A step that does several things (e.g. a conversation round: a question, then a reply) continues from
+    there instead of repeating them."""
+    return _resumed.get()
+
+
+def checkpoint(partial: dict[str, Any]) -> None:
+    """Inside a step run by `ctx.map`: store what the unit got done so far (an item with status
+    `pending`, and what it depended on so far), so that a run killed before the unit ends hands it back
+    to the re-run step through `resumed_partial()` — at most the calls in flight are repeated."""
+    save = _checkpoint.get()
+    if save is None:
+        raise RuntimeError("checkpoint() is only known inside a step run by ctx.map")
+    save(partial)
 
 
 def current_key() -> str:

@@ -3,9 +3,10 @@ knowledge paths on the corpus's context graph, structured feedback per batch, an
 feedback by re-answering (ACC1 / ACC2 / CR / CtE), with the paper's ablations side by side.
 """
 
-from proctor.protocols.interview.config import Config
-from proctor.protocols.interview.run import run
 from proctor.kit.registry import Protocol, Role
+from proctor.protocols.interview.config import Config
+from proctor.protocols.interview.result import InterviewResult
+from proctor.protocols.interview.run import run
 
 PROTOCOL = Protocol(
     name="interview",
@@ -19,4 +20,5 @@ PROTOCOL = Protocol(
         Role("judge", "judges short answers against the reference (default: the examiner)", required=False),
     ),
     run=run,
+    result=InterviewResult,
 )

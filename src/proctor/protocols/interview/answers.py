@@ -21,13 +21,13 @@ from proctor.candidates.multiple_choice import parse_letter
 from proctor.constants import LETTERS
 from proctor.errors import StepError
 from proctor.judging import exact_match, f1
-from proctor.models.base import Model
 from proctor.kit.context import RunContext
-from proctor.protocols.interview.config import Config
 from proctor.kit.shared.answers import AnswerItem
 from proctor.kit.shared.judges import JUDGE_NAMES, judge_answers
 from proctor.kit.shared.question_file import Difficulty
-from proctor.kit.steps import Outcome
+from proctor.kit.steps import Judgment, Outcome
+from proctor.models.base import Model
+from proctor.protocols.interview.config import Config
 
 Stage = Literal["base", "extension", "validation"]
 JUDGE = JUDGE_NAMES["with_reference"]
@@ -51,9 +51,9 @@ class InterviewAnswer(AnswerItem):
 
 @dataclass(frozen=True)
 class Ask:
-    """One question put to one candidate."""
+    """One question put to one candidate (its unit id: everything below but the candidate object, which is
+    named)."""
 
-    key: str
     candidate: SystemUnderTest
     stage: Stage
     variant: str | None
@@ -66,6 +66,22 @@ class Ask:
     choices: tuple[str, ...] = ()
     answer_index: int | None = None
     gold_ids: tuple[str, ...] = field(default=())
+    slot: int = 0  # position among the questions of one round (two identical questions are two asks)
+
+    def unit_id(self) -> tuple[object, ...]:
+        """Who is asked what: where it is asked (batch, round, tier) is context, so the same extension
+        question put to the same candidate again in a later round is the same answer (as its call is)."""
+        return (
+            self.candidate.name,
+            self.stage,
+            self.variant,
+            self.question_id,
+            self.question,
+            self.choices,
+            self.answer_index,
+            self.reference,
+            self.slot,
+        )
 
 
 async def ask(
@@ -105,7 +121,7 @@ async def ask(
         description,
         asks,
         answer,
-        key=lambda a: a.key,
+        unit_id=Ask.unit_id,
         role="candidate",
         output=InterviewAnswer,
         context=lambda a: {
@@ -131,27 +147,25 @@ async def grade(
     """answer key -> correct, for every answer that could be graded (multiple choice by letter, short
     answers by rules or the judge); judge failures are recorded on their answers and left out."""
     verdict: dict[str, bool] = {}
-    open_answers: list[tuple[str, AnswerItem]] = []
-    for o in outcomes:
-        if o.value is None:
-            continue
-        if o.value.correct is not None:
-            verdict[o.key] = o.value.correct
-            ctx.store.put_judgment(
-                o.key,
-                "option_letter",
-                verdict="correct" if o.value.correct else "incorrect",
-                score=1.0 if o.value.correct else 0.0,
-                reason=f"named {o.value.choice}, key {o.value.correct_letter}",
-            )
-        else:
-            open_answers.append((o.key, o.value))
+    lettered = [o for o in outcomes if o.value is not None and o.value.correct is not None]
+    for letter in await ctx.judge(
+        "interview: option letters",
+        lettered,
+        _letter,
+        item_key=lambda o: o.key,
+        judge="option_letter",
+        role=None,
+    ):
+        if letter.value is not None and letter.value.score is not None:
+            verdict[letter.key] = letter.value.score >= 1.0
+    open_answers = [(o.key, o.value) for o in outcomes if o.value is not None and o.value.correct is None]
     if open_answers:
         judged = await judge_answers(
             ctx,
             open_answers,
             kind="with_reference",
             model=judge,
+            role=role,
             rules=True,
             guards=True,
             description="interview: judging",
@@ -160,3 +174,14 @@ async def grade(
             if j.value is not None and j.value.score is not None:
                 verdict[j.key] = j.value.score >= 1.0
     return verdict
+
+
+async def _letter(o: Outcome[Ask, InterviewAnswer]) -> Judgment:
+    """A multiple-choice answer's verdict, from the letter it named (decided when the answer was stored)."""
+    a = o.value
+    assert a is not None and a.correct is not None
+    return Judgment(
+        verdict="correct" if a.correct else "incorrect",
+        score=1.0 if a.correct else 0.0,
+        reason=f"named {a.choice}, key {a.correct_letter}",
+    )

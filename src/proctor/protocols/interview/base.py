@@ -4,20 +4,21 @@ difficulty (from the file, the exam's IRT difficulty, or the examiner), and spli
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from proctor.errors import StepError, UserError
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.exam.exam_file import read_exam
-from proctor.protocols.interview.config import Config
+from proctor.kit.context import RunContext
+from proctor.kit.record import load_run
 from proctor.kit.shared.question_file import DIFFICULTIES, Difficulty, load_questions
 from proctor.kit.shared.questions import Question
-from proctor.kit.steps import Payload, read_items
-from proctor.store import RunStore
+from proctor.kit.steps import Payload
+from proctor.prompts import render_messages
+from proctor.protocols.exam.exam_file import ExamQuestion
+from proctor.protocols.exam.result import ExamIrt
+from proctor.protocols.interview.config import Config
 
 LABEL_PROMPT = "interview/label_difficulty"
 
@@ -49,7 +50,18 @@ class DifficultyLabel(Payload):
     difficulty: Difficulty
 
 
-def load_base(cfg: Config) -> tuple[list[BaseQuestion], dict[str, Any]]:
+class SourceStats(BaseModel):
+    """How the base questions were read: the file (or run store), records read and usable, why records
+    were skipped (question files), how many an exam's IRT fit labelled."""
+
+    file: str
+    read: int
+    usable: int
+    skipped: dict[str, int] | None = None
+    irt_labelled: int | None = None
+
+
+def load_base(cfg: Config) -> tuple[list[BaseQuestion], SourceStats]:
     """Every usable base question in file order, and the reading statistics."""
     if cfg.questions is not None:
         loaded, stats = load_questions(cfg.questions, section="interview.questions")
@@ -65,52 +77,45 @@ def load_base(cfg: Config) -> tuple[list[BaseQuestion], dict[str, Any]]:
                 context=q.context,
             )
             for q in loaded
-        ], stats
+        ], SourceStats.model_validate(stats)
     assert cfg.from_run is not None
     return _from_run(Path(cfg.from_run))
 
 
-def _from_run(folder: Path) -> tuple[list[BaseQuestion], dict[str, Any]]:
+def _from_run(folder: Path) -> tuple[list[BaseQuestion], SourceStats]:
+    """The base questions of a finished exam run (its exam, IRT difficulty tiers when it was calibrated) or
+    qa run (its questions with their reference answers), read through `load_run`."""
     db = folder / "run.sqlite"
     if not folder.is_dir() or not db.is_file():
         raise UserError(
             f"interview.from_run: {folder} is not a proctor run folder (no run.sqlite). Give the folder "
             f"of a finished exam or qa run (runs/<name>-<hash>-<time>/), or use `questions: {{path: ...}}`."
         )
-    exam_file = folder / "exam.jsonl"
-    store = RunStore(db)
-    try:
-        if exam_file.is_file():
-            irt = store.get_artifact("exam_irt") or {}
-            b = {
-                it["id"]: it["difficulty"] for it in irt.get("items", []) if it.get("difficulty") is not None
-            }
-            tiers = _terciles(b)
-            out = [
-                BaseQuestion(
-                    question_id=str(q["id"]),
-                    question=q["question"],
-                    choices=list(q["choices"]),
-                    answer_index=int(q["answer_index"]),
-                    answer=q["choices"][int(q["answer_index"])],
-                    difficulty=tiers.get(str(q["id"])),
-                    difficulty_source="irt" if str(q["id"]) in tiers else "examiner",
-                    chunk_ids=list(q.get("source_chunk_ids") or []),
-                )
-                for q in read_exam(exam_file)
-            ]
-            return out, {
-                "file": str(exam_file),
-                "read": len(out),
-                "usable": len(out),
-                "irt_labelled": len(tiers),
-            }
-        qa = [q for _, q in read_items(store, Question)]
-    finally:
-        store.close()
+    with load_run(folder) as run:
+        exam = [q for _, q in run.payloads(ExamQuestion)]
+        irt = run.artifact("exam_irt", ExamIrt) if exam else None
+        qa = [] if exam else [q for _, q in run.payloads(Question)]
+    if exam:
+        b = {it.id: it.difficulty for it in (irt.items if irt else []) if it.difficulty is not None}
+        tiers = _terciles(b)
+        out = [
+            BaseQuestion(
+                question_id=q.id,
+                question=q.question,
+                choices=list(q.choices),
+                answer_index=q.answer_index,
+                answer=q.correct_option,
+                difficulty=tiers.get(q.id),
+                difficulty_source="irt" if q.id in tiers else "examiner",
+                chunk_ids=list(q.source_chunk_ids),
+            )
+            for q in exam
+        ]
+        exam_file = folder / "exam.jsonl"
+        return out, SourceStats(file=str(exam_file), read=len(out), usable=len(out), irt_labelled=len(tiers))
     if not qa:
         raise UserError(
-            f"interview.from_run: {folder} holds neither an exam.jsonl nor qa questions. Give the folder of "
+            f"interview.from_run: {folder} holds neither exam questions nor qa questions. Give the folder of "
             f"a finished exam or qa run."
         )
     out = [
@@ -126,7 +131,7 @@ def _from_run(folder: Path) -> tuple[list[BaseQuestion], dict[str, Any]]:
         )
         for q in qa
     ]
-    return out, {"file": str(db), "read": len(out), "usable": len(out)}
+    return out, SourceStats(file=str(db), read=len(out), usable=len(out))
 
 
 def _terciles(b: dict[str, float]) -> dict[str, Difficulty]:
@@ -150,7 +155,6 @@ async def label_difficulty(ctx: RunContext[Config], questions: list[BaseQuestion
     A failed label is recorded on its item and the question is graded as medium (`default`)."""
     todo = [q for q in questions if q.difficulty is None]
     examiner = ctx.role("examiner")
-    version = prompt_version(LABEL_PROMPT)
     schema = {
         "type": "object",
         "properties": {"difficulty": {"type": "string", "enum": list(DIFFICULTIES)}},
@@ -173,7 +177,7 @@ async def label_difficulty(ctx: RunContext[Config], questions: list[BaseQuestion
         "interview: labelling difficulty",
         todo,
         label,
-        key=lambda q: work_key("idl", q.question, q.choices, q.answer, examiner.provider.identity(), version),
+        unit_id=lambda q: (q.question, q.choices, q.answer),
         role="examiner",
         output=DifficultyLabel,
         context=lambda q: {"question_id": q.question_id, "question": q.question},
@@ -191,6 +195,18 @@ async def label_difficulty(ctx: RunContext[Config], questions: list[BaseQuestion
             )
         out.append(q)
     return out
+
+
+async def store_questions(ctx: RunContext[Config], questions: list[BaseQuestion]) -> None:
+    """Record the base questions as asked (batch, difficulty and its source) as items: other runs read
+    them back (a suite's knowledge map takes their chunk ids)."""
+
+    async def keep(q: BaseQuestion) -> BaseQuestion:
+        return q
+
+    await ctx.map(
+        "interview: base question set", questions, keep, unit_id=lambda q: q, role=None, output=BaseQuestion
+    )
 
 
 def batches(questions: list[BaseQuestion], size: int) -> list[list[BaseQuestion]]:

@@ -13,26 +13,30 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, ClassVar
 
 from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
 from proctor.errors import StepError
+from proctor.ids import content_id
+from proctor.kit.context import RunContext
+from proctor.kit.result import OmitNone, Part
+from proctor.kit.shared.question_file import Difficulty
+from proctor.kit.shared.questions import support
+from proctor.kit.steps import Outcome, Payload
 from proctor.models.base import Model
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
+from proctor.prompts import render_messages
 from proctor.protocols.interview.answers import Ask, grade
 from proctor.protocols.interview.answers import ask as ask_candidates
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.difficulty import next_tier
 from proctor.protocols.interview.paths import KnowledgeSource, KnowledgeText
-from proctor.kit.shared.question_file import Difficulty
-from proctor.kit.shared.questions import support
-from proctor.kit.steps import Payload
 
 GENERATE_PROMPT = "interview/generate"
-FILTERS_VERSION = 2  # part of the generation key: stored questions are re-filtered when the filters change
+# Part of the generation unit's id: stored questions are re-filtered when the filters (code, not a prompt
+# or a model, so not a recorded dependency) change.
+FILTERS_VERSION = 2
 
 
 class GeneratedQuestion(Payload):
@@ -52,6 +56,17 @@ class GeneratedRound(Payload):
     tier: Difficulty
     knowledge_key: str
     questions: list[GeneratedQuestion]
+
+
+class RoundInfo(Part):
+    """One extension round of a candidate's interview on a batch: the tier, the knowledge text it was
+    written from, what the examiner wrote (absent when the generation failed) and how many were asked."""
+
+    round: int
+    tier: Difficulty
+    knowledge_key: str
+    asked: int = 0
+    generated: Annotated[list[GeneratedQuestion] | None, OmitNone()] = None
 
 
 @dataclass
@@ -77,7 +92,7 @@ class Interview:
     batch: int
     tested: list[Tested]
     tiers: list[Difficulty]  # after the base questions, then after each round
-    rounds: list[dict[str, Any]] = field(default_factory=list)  # per round: tier, knowledge, generated, asked
+    rounds: list[RoundInfo] = field(default_factory=list)
 
     def graded(self) -> list[tuple[Difficulty, bool]]:
         return [(t.difficulty, t.correct) for t in self.tested if t.correct is not None]
@@ -89,7 +104,6 @@ async def generate(
     """(knowledge key, tier) -> the generated questions, for each distinct unit; None where it failed."""
     cfg = ctx.settings
     examiner = ctx.role("examiner")
-    version = prompt_version(GENERATE_PROMPT)
     n = cfg.questions_per_round
     schema = {
         "type": "object",
@@ -152,23 +166,24 @@ async def generate(
         "interview: writing extension questions",
         distinct,
         write,
-        key=lambda u: work_key(
-            "ig",
-            FILTERS_VERSION,
-            u[0].text,
-            u[2],
-            u[0].round,
-            n,
-            cfg.support_threshold,
-            examiner.provider.identity(),
-            version,
-            ctx.config.seed,
-        ),
+        unit_id=lambda u: (FILTERS_VERSION, u[0], u[2]),
         role="examiner",
         output=GeneratedRound,
         context=lambda u: {"batch": u[0].batch, "round": u[0].round, "tier": u[2], "knowledge_key": u[1]},
     )
     return {(o.unit[1], o.unit[2]): o.value for o in outcomes}
+
+
+async def record_knowledge(
+    ctx: RunContext[Config], texts: Sequence[KnowledgeText], description: str
+) -> list[Outcome[KnowledgeText, KnowledgeText]]:
+    """Record each knowledge text as an item (no model call); its key names it in the rounds and in the
+    generated questions."""
+
+    async def keep(know: KnowledgeText) -> KnowledgeText:
+        return know
+
+    return await ctx.map(description, texts, keep, unit_id=lambda k: k, role=None, output=KnowledgeText)
 
 
 async def extend(
@@ -190,30 +205,30 @@ async def extend(
     used: dict[str, KnowledgeText] = {}
     for r in range(1, cfg.rounds + 1):
         texts: dict[int, tuple[str, KnowledgeText]] = {}
-        for batch in batches:
-            b = batch[0].batch
-            know = knowledge.path(batch, r) if use_graph else knowledge.reference(batch, r)
-            kkey = work_key("ik", know.model_dump(mode="json"))
-            ctx.store.put_item(kkey, KnowledgeText.KIND, know.model_dump(mode="json"))
-            texts[b] = (kkey, know)
-            used[kkey] = know
+        round_texts = [
+            knowledge.path(batch, r) if use_graph else knowledge.reference(batch, r) for batch in batches
+        ]
+        for k in await record_knowledge(ctx, round_texts, f"interview ({variant}): knowledge round {r}"):
+            know = k.unit
+            texts[know.batch] = (k.key, know)
+            used[k.key] = know
             stats[f"knowledge_{know.source}"] += 1
         tier_of = {key: (next_tier(iv.graded()) if adaptive else "medium") for key, iv in interviews.items()}
         generated = await generate(
             ctx, [(texts[b][1], texts[b][0], tier_of[(c, b)]) for (c, b) in interviews]
         )
         asks: list[Ask] = []
-        by_cand = {cc.name: (cc, cand) for cc, cand in candidates}
+        by_name = {cc.name: cand for cc, cand in candidates}
         for (name, b), iv in interviews.items():
             kkey, know = texts[b]
             tier = tier_of[(name, b)]
             gen = generated.get((kkey, tier))
-            info: dict[str, Any] = {"round": r, "tier": tier, "knowledge_key": kkey, "asked": 0}
+            info = RoundInfo(round=r, tier=tier, knowledge_key=kkey)
             iv.rounds.append(info)
             if gen is None:
                 stats["rounds_generation_failed"] += 1
                 continue
-            info["generated"] = [q.model_dump() for q in gen.questions]
+            info.generated = list(gen.questions)
             kept = [q for q in gen.questions if q.kept]
             stats["generated"] += len(gen.questions)
             for q in gen.questions:
@@ -222,12 +237,11 @@ async def extend(
             if not kept:
                 stats["rounds_without_question"] += 1
                 continue
-            cc, cand = by_cand[name]
+            cand = by_name[name]
             for i, q in enumerate(kept):
-                qid = work_key("iq", q.question, q.answer)
+                qid = f"iq_{content_id(q.question, q.answer)}"  # the question's id, not a store key
                 asks.append(
                     Ask(
-                        key=work_key("iea", variant, ctx.candidate_identity(cc), qid, i),
                         candidate=cand,
                         stage="extension",
                         variant=variant,
@@ -238,9 +252,10 @@ async def extend(
                         reference=q.answer,
                         difficulty=tier,
                         gold_ids=tuple(know.chunk_ids),
+                        slot=i,
                     )
                 )
-                info["asked"] += 1
+                info.asked += 1
         outcomes = await ask_candidates(ctx, asks, f"interview ({variant}): extension round {r}")
         verdicts = await grade(ctx, outcomes, judge, role=judge_role)
         for o in outcomes:

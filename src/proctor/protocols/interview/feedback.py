@@ -6,13 +6,14 @@ writes the same fields from the base questions and answers alone, with no refere
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import ClassVar
 
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload
+from proctor.prompts import render_messages
 from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.extension import Interview
-from proctor.kit.steps import Outcome, Payload
 
 FEEDBACK_PROMPT = "interview/feedback"
 DIRECT_PROMPT = "interview/direct_feedback"
@@ -55,7 +56,6 @@ async def write_feedback(
 ) -> list[Outcome[Interview, Feedback]]:
     examiner = ctx.role("examiner")
     prompt = DIRECT_PROMPT if variant == "direct" else FEEDBACK_PROMPT
-    version = prompt_version(prompt)
 
     async def write(iv: Interview) -> Feedback:
         reply = await examiner.generate(
@@ -67,13 +67,25 @@ async def write_feedback(
         fields = {f: " ".join(str(reply.parsed.get(f) or "").split()) for f in FIELDS}
         return Feedback(variant=variant, candidate=iv.candidate, batch=iv.batch, **fields)
 
-    return await ctx.map(
+    outcomes = await ctx.map(
         f"interview ({variant}): feedback",
         [iv for iv in interviews if _shown(variant, iv)],
         write,
         # The content decides: two variants that showed the examiner the same answers share the feedback.
-        key=lambda iv: work_key("ifb", prompt, _shown(variant, iv), examiner.provider.identity(), version),
+        unit_id=lambda iv: (prompt, _shown(variant, iv)),
         role="examiner",
         output=Feedback,
         context=lambda iv: {"variant": variant, "candidate": iv.candidate, "batch": iv.batch},
     )
+    # A shared feedback was stored under the interview that wrote it first: name this one's.
+    return [
+        o
+        if o.value is None
+        else replace(
+            o,
+            value=o.value.model_copy(
+                update={"variant": variant, "candidate": o.unit.candidate, "batch": o.unit.batch}
+            ),
+        )
+        for o in outcomes
+    ]

@@ -16,11 +16,11 @@ import numpy as np
 from pydantic import Field
 
 from proctor.graph import ContextGraph, PathSampler
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload
+from proctor.prompts import render_messages
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import Config
-from proctor.kit.steps import Payload
 
 SEED_PROMPT = "interview/seed_entities"
 
@@ -56,10 +56,12 @@ class KnowledgeText(Payload):
     text: str
 
 
-async def seed_entities(ctx: RunContext[Config], questions: list[BaseQuestion]) -> dict[str, list[str]]:
-    """question id -> the entity names the examiner found in it (a failed question is recorded, has none)."""
+async def seed_entities(
+    ctx: RunContext[Config], questions: list[BaseQuestion]
+) -> list[Outcome[BaseQuestion, SeedEntities]]:
+    """The entity names the examiner found in each question (a failed question is recorded, has none); the
+    links to the graph are added to the stored items later (`link_seeds`)."""
     examiner = ctx.role("examiner")
-    version = prompt_version(SEED_PROMPT)
     schema = {
         "type": "object",
         "properties": {"entities": {"type": "array", "items": {"type": "string"}, "maxItems": 6}},
@@ -76,16 +78,37 @@ async def seed_entities(ctx: RunContext[Config], questions: list[BaseQuestion]) 
         names = [" ".join(str(n).split()) for n in reply.parsed.get("entities") or []]
         return SeedEntities(question_id=q.question_id, names=[n for n in names if n])
 
-    outcomes = await ctx.map(
+    return await ctx.map(
         "interview: seed entities",
         questions,
         extract,
-        key=lambda q: work_key("ise", q.question, q.choices, examiner.provider.identity(), version),
+        unit_id=lambda q: (q.question, q.choices),
         role="examiner",
         output=SeedEntities,
         context=lambda q: {"question_id": q.question_id, "question": q.question},
     )
+
+
+def seed_names(outcomes: list[Outcome[BaseQuestion, SeedEntities]]) -> dict[str, list[str]]:
+    """question id -> the entity names found in it (questions whose extraction failed are left out)."""
     return {o.unit.question_id: o.value.names for o in outcomes if o.value is not None}
+
+
+async def link_seeds(
+    ctx: RunContext[Config], outcomes: list[Outcome[BaseQuestion, SeedEntities]], knowledge: KnowledgeSource
+) -> None:
+    """Store each question's seed entities again with the graph entity each name links to."""
+
+    def linked(o: Outcome[BaseQuestion, SeedEntities]) -> SeedEntities:
+        assert o.value is not None
+        names = o.value.names
+        return SeedEntities(
+            question_id=o.unit.question_id,
+            names=names,
+            linked=knowledge.links.get(o.unit.question_id, [None] * len(names)),
+        )
+
+    await ctx.revise(outcomes, linked)
 
 
 class KnowledgeSource:
@@ -108,12 +131,6 @@ class KnowledgeSource:
                 for qid, ns in names.items()
             }
         self._vectors: np.ndarray | None = None
-
-    def seeds(self) -> list[SeedEntities]:
-        return [
-            SeedEntities(question_id=qid, names=ns, linked=self.links.get(qid, [None] * len(ns)))
-            for qid, ns in self.names.items()
-        ]
 
     def reference(self, batch: list[BaseQuestion], round_: int, source: str = "reference") -> KnowledgeText:
         """The batch's own reference text: each question's context, else its source chunks, else the corpus

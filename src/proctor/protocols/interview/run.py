@@ -12,37 +12,57 @@ where it stopped and a re-run of a finished config costs no call.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
 
-from proctor.graph import GraphBuild
+from proctor.candidates import SystemUnderTest
+from proctor.config import CandidateConfig
+from proctor.kit.context import RunContext
 from proctor.kit.shared.graph import build_context_graph
-from proctor.prompts import prompt_version, render_text
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.interview.answers import Ask, ask, grade
-from proctor.protocols.interview.base import BaseQuestion, batches, label_difficulty, load_base, sample
+from proctor.kit.steps import Outcome
+from proctor.prompts import render_text
+from proctor.protocols.interview.answers import Ask, InterviewAnswer, ask, grade
+from proctor.protocols.interview.base import (
+    BaseQuestion,
+    batches,
+    label_difficulty,
+    load_base,
+    sample,
+    store_questions,
+)
 from proctor.protocols.interview.config import Config
 from proctor.protocols.interview.difficulty import next_tier
 from proctor.protocols.interview.extension import Interview, Tested, extend
 from proctor.protocols.interview.feedback import Feedback, write_feedback
-from proctor.protocols.interview.paths import KnowledgeSource, KnowledgeText, SeedEntities, seed_entities
-from proctor.protocols.interview.summary import VariantResult, summarise
+from proctor.protocols.interview.paths import (
+    KnowledgeSource,
+    KnowledgeText,
+    link_seeds,
+    seed_entities,
+    seed_names,
+)
+from proctor.protocols.interview.result import BaseStats, InterviewResult
+from proctor.protocols.interview.summary import VariantRun, summarise
 
 SUGGESTIONS_PROMPT = "interview/with_suggestions"
 
 
-async def run(ctx: RunContext[Config]) -> dict[str, Any]:
+async def run(ctx: RunContext[Config]) -> InterviewResult:
     cfg = ctx.settings
     ctx.role("examiner")
     judge_role = "judge" if "judge" in ctx.config.roles else "examiner"
     judge = ctx.role(judge_role)
-    loaded, base_stats = load_base(cfg)
-    base_stats["sampled"] = min(len(loaded), cfg.num_questions or len(loaded))
+    loaded, source = load_base(cfg)
     questions = await label_difficulty(ctx, sample(ctx, loaded))
     groups = batches(questions, cfg.batch_size)
     flat = [q for g in groups for q in g]
-    for q in flat:
-        ctx.store.put_item(work_key("ibq", q.question_id), BaseQuestion.KIND, q.model_dump(mode="json"))
-    base_stats["difficulty_sources"] = dict(Counter(q.difficulty_source for q in flat))
+    await store_questions(ctx, flat)
+    base_stats = BaseStats(
+        **source.model_dump(),
+        sampled=min(len(loaded), cfg.num_questions or len(loaded)),
+        difficulty_sources=dict(Counter(q.difficulty_source for q in flat)),
+        used=len(flat),
+        batches=len(groups),
+    )
     candidates = [
         (cc, ctx.candidate(cc, max_tokens=cfg.candidate_max_tokens)) for cc in ctx.config.candidates
     ]
@@ -50,7 +70,6 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
     # Stage 1: benchmark grading (shared by every variant).
     base_asks = [
         Ask(
-            key=work_key("iba", ctx.candidate_identity(cc), q.question_id, q.question, q.choices, q.answer),
             candidate=cand,
             stage="base",
             variant=None,
@@ -64,7 +83,7 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
             answer_index=q.answer_index,
             gold_ids=tuple(q.chunk_ids),
         )
-        for cc, cand in candidates
+        for _, cand in candidates
         for q in flat
     ]
     base_out = await ask(ctx, base_asks, "interview: base questions")
@@ -87,17 +106,17 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
 
     # The context graph and the base questions' seed entities (only when a variant walks the graph).
     graph, graph_info = None, None
-    names: dict[str, list[str]] = {}
     if cfg.uses_graph:
         graph, graph_info = await build_context_graph(
             ctx, batch_size=cfg.graph_batch_size, max_entities=cfg.max_entities
         )
-        names = await seed_entities(ctx, flat)
-    knowledge = KnowledgeSource(ctx, graph, names)
-    for s in knowledge.seeds():
-        ctx.store.put_item(work_key("ise_link", s.question_id), SeedEntities.KIND, s.model_dump(mode="json"))
+        seeds = await seed_entities(ctx, flat)
+        knowledge = KnowledgeSource(ctx, graph, seed_names(seeds))
+        await link_seeds(ctx, seeds, knowledge)
+    else:
+        knowledge = KnowledgeSource(ctx, None, {})
 
-    results: dict[str, VariantResult] = {}
+    results: dict[str, VariantRun] = {}
     for variant in cfg.variants:
         interviews: dict[tuple[str, int], Interview] = {}
         for cc, _ in candidates:
@@ -119,21 +138,18 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
         val_verdicts = await grade(ctx, validation, judge, role=judge_role)
         after = {(o.unit.candidate.name, o.unit.question_id): val_verdicts.get(o.key) for o in validation}
         stats["validation_unscored"] = sum(1 for o in validation if o.key not in val_verdicts)
-        results[variant] = VariantResult(variant, interviews, written, after, stats, used)
-    return summarise(
-        ctx, flat, base_stats, results, graph, graph_info or GraphBuild(key="", reused=False, chunks=0)
-    )
+        results[variant] = VariantRun(variant, interviews, written, after, stats, used)
+    return summarise(ctx, flat, base_stats, results, graph, graph_info)
 
 
 async def _validate(
     ctx: RunContext[Config],
     variant: str,
-    candidates: list[Any],
+    candidates: Sequence[tuple[CandidateConfig, SystemUnderTest]],
     groups: list[list[BaseQuestion]],
     written: dict[tuple[str, int], Feedback],
-) -> list[Any]:
+) -> list[Outcome[Ask, InterviewAnswer]]:
     """Each candidate re-answers its batches' base questions with that batch's suggestions."""
-    version = prompt_version(SUGGESTIONS_PROMPT)
     asks = []
     for cc, cand in candidates:
         for g in groups:
@@ -143,9 +159,6 @@ async def _validate(
             for q in g:
                 asks.append(
                     Ask(
-                        key=work_key(
-                            "iva", variant, ctx.candidate_identity(cc), q.question_id, fb.suggestions, version
-                        ),
                         candidate=cand,
                         stage="validation",
                         variant=variant,

@@ -6,25 +6,40 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from proctor.estimates import Estimate
 from proctor.graph import ContextGraph, GraphBuild
 from proctor.kit.context import RunContext
+from proctor.kit.shared.question_file import DIFFICULTIES
 from proctor.protocols.interview.base import BaseQuestion
 from proctor.protocols.interview.config import VARIANTS, Config
 from proctor.protocols.interview.difficulty import CORRECT, WRONG, score
 from proctor.protocols.interview.extension import Interview
 from proctor.protocols.interview.feedback import Feedback
 from proctor.protocols.interview.paths import KnowledgeText
+from proctor.protocols.interview.result import (
+    BaseStats,
+    CandidateResult,
+    CandidateRounds,
+    Example,
+    ExampleQuestion,
+    ExampleStep,
+    GraphSummary,
+    InterviewArtifact,
+    InterviewResult,
+    Scores,
+    Unscored,
+    VariantResult,
+)
 from proctor.protocols.interview.validation import validation_rates
-from proctor.kit.shared.question_file import DIFFICULTIES
 
 SNIPPET = 320  # characters of each path chunk shown in the report
 
 
 @dataclass
-class VariantResult:
+class VariantRun:
+    """What one variant produced: the interviews, the feedback written, the validation grades."""
+
     variant: str
     interviews: dict[tuple[str, int], Interview]
     feedback: dict[tuple[str, int], Feedback]
@@ -33,7 +48,7 @@ class VariantResult:
     knowledge: dict[str, KnowledgeText]
 
 
-def _candidate(ctx: RunContext[Config], res: VariantResult, name: str) -> dict[str, Any]:
+def _candidate(res: VariantRun, name: str) -> CandidateResult:
     mine = [iv for (c, _), iv in sorted(res.interviews.items()) if c == name]
     tested = [t for iv in mine for t in iv.tested]
     graded = [t for t in tested if t.correct is not None]
@@ -44,147 +59,140 @@ def _candidate(ctx: RunContext[Config], res: VariantResult, name: str) -> dict[s
         for t in base
         if t.correct is not None and res.after.get((name, t.question_id)) is not None
     ]
-    rates = validation_rates(pairs)
     by_tier = {
-        d: Estimate.proportion(sum(1 for t in ext if t.difficulty == d and t.correct), n).model_dump()
+        d: Estimate.proportion(sum(1 for t in ext if t.difficulty == d and t.correct), n)
         for d in DIFFICULTIES
         if (n := sum(1 for t in ext if t.difficulty == d and t.correct is not None))
     }
-    return {
-        "score": Estimate.mean(
+    return CandidateResult(
+        score=Estimate.mean(
             [score(t.difficulty, bool(t.correct)) for t in graded], bounds=(WRONG["hard"], CORRECT["hard"])
-        ).model_dump(),
-        "base_accuracy": Estimate.proportion(
+        ),
+        base_accuracy=Estimate.proportion(
             sum(1 for t in base if t.correct), sum(1 for t in base if t.correct is not None)
-        ).model_dump(),
-        "extension_accuracy": Estimate.proportion(
+        ),
+        extension_accuracy=Estimate.proportion(
             sum(1 for t in ext if t.correct), sum(1 for t in ext if t.correct is not None)
-        ).model_dump(),
-        "extension_by_difficulty": by_tier,
-        "extension_questions": len(ext),
-        "unscored": {
-            "base": sum(1 for t in base if t.correct is None),
-            "extension": sum(1 for t in ext if t.correct is None),
-            "validation": sum(
+        ),
+        extension_by_difficulty=by_tier,
+        extension_questions=len(ext),
+        unscored=Unscored(
+            base=sum(1 for t in base if t.correct is None),
+            extension=sum(1 for t in ext if t.correct is None),
+            validation=sum(
                 1
                 for t in base
                 if (name, t.question_id) in res.after and res.after[(name, t.question_id)] is None
             ),
-        },
-        "validation": rates.model_dump(),
-        "trajectories": {str(iv.batch): list(iv.tiers) for iv in mine},
-        "batches_without_feedback": sum(1 for iv in mine if (name, iv.batch) not in res.feedback),
-    }
+        ),
+        validation=validation_rates(pairs),
+        trajectories={str(iv.batch): list(iv.tiers) for iv in mine},
+        batches_without_feedback=sum(1 for iv in mine if (name, iv.batch) not in res.feedback),
+    )
 
 
 def summarise(
     ctx: RunContext[Config],
     questions: list[BaseQuestion],
-    base_stats: dict[str, Any],
-    results: dict[str, VariantResult],
+    base_stats: BaseStats,
+    results: dict[str, VariantRun],
     graph: ContextGraph | None,
-    graph_info: GraphBuild,
-) -> dict[str, Any]:
-    cfg = ctx.settings
+    graph_info: GraphBuild | None,
+) -> InterviewResult:
     names = [c.name for c in ctx.config.candidates]
-    variants: dict[str, Any] = {}
+    variants: dict[str, VariantResult] = {}
+    scores: dict[str, Scores] = {}
     table: list[dict[str, str]] = []
     for variant, res in results.items():
-        per = {n: _candidate(ctx, res, n) for n in names}
-        variants[variant] = {"description": VARIANTS[variant], "stats": dict(res.stats), "candidates": per}
+        per = {n: _candidate(res, n) for n in names}
+        variants[variant] = VariantResult(
+            description=VARIANTS[variant], stats=dict(res.stats), candidates=per
+        )
         for n, r in per.items():
-            subject = n if len(results) == 1 else f"{n} [{variant}]"
-            v = r["validation"]
-            for metric in ("acc1", "acc2", "cr", "cte"):
-                e = Estimate.model_validate(v[metric])
-                ctx.store.put_metric(f"interview.{metric}", subject, e.value, lo=e.lo, hi=e.hi, n=e.n)
-            s = Estimate.model_validate(r["score"])
-            ctx.store.put_metric("interview.score", subject, s.value, lo=s.lo, hi=s.hi, n=s.n)
+            v = r.validation
+            scores[n if len(results) == 1 else f"{n} [{variant}]"] = Scores(
+                acc1=v.acc1, acc2=v.acc2, cr=v.cr, cte=v.cte, score=r.score
+            )
             table.append(
                 {
                     "candidate": n,
                     "variant": variant,
-                    "score": s.text(),
-                    "ACC1": Estimate.model_validate(v["acc1"]).text(),
-                    "ACC2": Estimate.model_validate(v["acc2"]).text(),
-                    "CR": Estimate.model_validate(v["cr"]).text(),
-                    "CtE": Estimate.model_validate(v["cte"]).text(),
+                    "score": r.score.text(),
+                    "ACC1": v.acc1.text(),
+                    "ACC2": v.acc2.text(),
+                    "CR": v.cr.text(),
+                    "CtE": v.cte.text(),
                 }
             )
-    warnings = []
     unscored = sum(
-        r["unscored"]["base"] + r["unscored"]["extension"] + r["unscored"]["validation"]
+        r.unscored.base + r.unscored.extension + r.unscored.validation
         for v in variants.values()
-        for r in v["candidates"].values()
+        for r in v.candidates.values()
     )
-    if unscored:
-        warnings.append(f"{unscored} answers could not be graded (failures recorded on their items)")
-    summary: dict[str, Any] = {
-        "protocol": "interview",
-        "config_hash": ctx.config.config_hash(),
-        "base_questions": base_stats | {"used": len(questions), "batches": len({q.batch for q in questions})},
-        "graph": None if graph is None else {**graph_info.model_dump(), **graph.stats().model_dump()},
-        "variants": variants,
-        "table": table,
-    }
-    if warnings:
-        summary["warnings"] = warnings
-    ctx.store.put_artifact(
-        "interview",
-        {
-            "questions": [q.model_dump(mode="json") for q in questions],
-            "examples": _examples(results, cfg.examples, graph),
-            "feedback": [
-                fb.model_dump(mode="json")
-                for res in results.values()
-                for _, fb in sorted(res.feedback.items())
-            ],
-            "rounds": {
+    warnings = (
+        [f"{unscored} answers could not be graded (failures recorded on their items)"] if unscored else []
+    )
+    return InterviewResult(
+        base_questions=base_stats,
+        graph=None
+        if graph is None
+        else GraphSummary(
+            **(graph_info or GraphBuild(key="", reused=False, chunks=0)).model_dump(),
+            **graph.stats().model_dump(),
+        ),
+        variants=variants,
+        table=table,
+        warnings=warnings,
+        scores=scores,
+        interview=InterviewArtifact(
+            questions=questions,
+            examples=_examples(results, ctx.settings.examples, graph),
+            feedback=[fb for res in results.values() for _, fb in sorted(res.feedback.items())],
+            rounds={
                 variant: {
-                    f"{c}|{b}": {"tiers": iv.tiers, "rounds": iv.rounds}
+                    f"{c}|{b}": CandidateRounds(tiers=iv.tiers, rounds=iv.rounds)
                     for (c, b), iv in sorted(res.interviews.items())
                 }
                 for variant, res in results.items()
             },
-        },
+        ),
     )
-    return summary
 
 
-def _examples(results: dict[str, VariantResult], n: int, graph: ContextGraph | None) -> list[dict[str, Any]]:
+def _examples(results: dict[str, VariantRun], n: int, graph: ContextGraph | None) -> list[Example]:
     """Up to n knowledge texts (paths first) with the questions written from them."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, Example] = {}
+    asked: dict[str, dict[str, ExampleQuestion]] = {}  # knowledge key -> question text -> question
     for res in results.values():
         for iv in res.interviews.values():
             for info in iv.rounds:
-                know = res.knowledge.get(info["knowledge_key"])
+                know = res.knowledge.get(info.knowledge_key)
                 if know is None:
                     continue
-                ex = seen.setdefault(
-                    info["knowledge_key"],
-                    {
-                        "batch": know.batch,
-                        "round": know.round,
-                        "source": know.source,
-                        "seed_name": know.seed_name,
-                        "stopped": know.stopped,
-                        "steps": [
-                            {
-                                "entity": s.entity,
-                                "chunk_id": s.chunk_id,
-                                "candidates": [
+                if info.knowledge_key not in seen:
+                    seen[info.knowledge_key] = Example(
+                        batch=know.batch,
+                        round=know.round,
+                        source=know.source,
+                        seed_name=know.seed_name,
+                        stopped=know.stopped,
+                        steps=[
+                            ExampleStep(
+                                entity=s.entity,
+                                chunk_id=s.chunk_id,
+                                candidates=[
                                     graph.entities[e].name
                                     for e in s.drawn_from
                                     if graph is not None and e in graph.entities
                                 ],
-                            }
+                            )
                             for s in know.steps
                         ],
-                        "snippets": [t[:SNIPPET] for t in know.text.split("\n\n")],
-                        "questions": {},
-                    },
-                )
-                for q in info.get("generated", []):
-                    ex["questions"].setdefault(q["question"], {**q, "tier": info["tier"]})
-    ordered = sorted(seen.values(), key=lambda e: (e["source"] != "path", e["batch"], e["round"]))
-    return [{**e, "questions": list(e["questions"].values())} for e in ordered[:n]]
+                        snippets=[t[:SNIPPET] for t in know.text.split("\n\n")],
+                        questions=[],
+                    )
+                mine = asked.setdefault(info.knowledge_key, {})
+                for q in info.generated or []:
+                    mine.setdefault(q.question, ExampleQuestion(**q.model_dump(), tier=info.tier))
+    ordered = sorted(seen.items(), key=lambda kv: (kv[1].source != "path", kv[1].batch, kv[1].round))
+    return [ex.model_copy(update={"questions": list(asked[k].values())}) for k, ex in ordered[:n]]

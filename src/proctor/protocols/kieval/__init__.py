@@ -2,10 +2,11 @@
 conversation; an interactor probes the candidate's knowledge over several rounds; evaluators score every
 round on five aspects and may stop early; a decaying-weight score summarises each conversation."""
 
+from proctor.kit.registry import Protocol, Role
 from proctor.protocols.kieval.config import Config
+from proctor.protocols.kieval.result import KievalResult
 from proctor.protocols.kieval.run import run
 from proctor.protocols.kieval.scoring import contamination, score
-from proctor.kit.registry import Protocol, Role
 
 __all__ = ["PROTOCOL", "contamination", "score"]
 
@@ -21,4 +22,5 @@ PROTOCOL = Protocol(
         ),
     ),
     run=run,
+    result=KievalResult,
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from proctor.candidates import SystemUnderTest
 from proctor.config import CandidateConfig
@@ -16,7 +15,6 @@ from proctor.protocols.kieval.config import Config
 class KCandidate:
     cfg: CandidateConfig
     candidate: SystemUnderTest
-    identity: Any
     chunks: dict[str, str]  # chunk id -> text, to rebuild a RAG candidate's earlier turns on resume
 
     def texts(self, ids: list[str]) -> list[str]:
@@ -45,7 +43,7 @@ def build_candidates(ctx: RunContext[Config]) -> list[KCandidate]:
         cand = ctx.candidate(c, max_tokens=ctx.settings.candidate_max_tokens)
         if cand.retriever is not None and not chunks:
             chunks.update((ch.chunk_id, ch.text) for ch in ctx.corpus.chunks)
-        out.append(KCandidate(c, cand, ctx.candidate_identity(c)[1], chunks))
+        out.append(KCandidate(c, cand, chunks))
     return out
 
 

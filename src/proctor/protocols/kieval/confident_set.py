@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from proctor.candidates.multiple_choice import letter_probs, parse_letter
 from proctor.constants import LETTERS
-from proctor.models.types import Completion
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.kieval.config import Config
-from proctor.protocols.kieval.seeds import SeedQuestion
+from proctor.kit.context import RunContext
 from proctor.kit.steps import Payload
+from proctor.models.types import Completion
+from proctor.prompts import render_messages
+from proctor.protocols.kieval.config import Config
+from proctor.protocols.kieval.result import ConfidentSetStats
+from proctor.protocols.kieval.seeds import SeedQuestion
 
 
 class ConfidenceCheck(Payload):
@@ -60,11 +61,10 @@ def _distinct_orders(ctx: RunContext[Config], n: int, k: int) -> list[list[int]]
 
 async def confident_set(
     ctx: RunContext[Config], questions: list[SeedQuestion], evaluators: list[str]
-) -> tuple[list[SeedQuestion], dict[str, dict[str, float | None]], dict[str, Any]]:
+) -> tuple[list[SeedQuestion], dict[str, dict[str, float | None]], ConfidentSetStats]:
     """Q_V with each question's confidence per checker model, and the selection's statistics."""
     cs = ctx.settings.confident_set
     checkers = list(dict.fromkeys([ctx.role_model_name("interactor"), *evaluators]))
-    version = prompt_version("kieval/mc_check")
     # All shuffles drawn up front, in question order, so the run's RNG sequence never depends on timing.
     perms = {q.question_id: _distinct_orders(ctx, len(q.choices), cs.shuffles) for q in questions}
     checks = [(name, q, perm) for name in checkers for q in questions for perm in perms[q.question_id]]
@@ -93,16 +93,11 @@ async def confident_set(
             p_correct=None if cs.method == "shuffles" else _letter_probability(c, len(shuffled), right),
         )
 
-    def key(unit: tuple[str, SeedQuestion, list[int]]) -> str:
-        name, q, perm = unit
-        identity = ctx.models[name].provider.identity()
-        return work_key("kvf", name, identity, q.to_dict(), perm, version, cs.method, ctx.config.seed)
-
     outcomes = await ctx.map(
         "kieval: confident set",
         checks,
         check,
-        key=key,
+        unit_id=lambda u: (u[0], u[1], u[2]),
         role=lambda u: "evaluator" if u[0] in evaluators else "interactor",
         output=ConfidenceCheck,
         context=lambda u: {"model": u[0], "question_id": u[1].question_id, "order": u[2]},
@@ -134,16 +129,16 @@ async def confident_set(
             kept.append(q)
         else:
             low += 1
-    stats = {
-        "enabled": True,
-        "checked": len(questions),
-        "kept": len(kept),
-        "dropped_low_confidence": low,
-        "dropped_errors": sum(1 for q in questions if errors[q.question_id]),
-        "threshold": cs.threshold,
-        "shuffles": cs.shuffles,
-        "method": cs.method,
-        "confidence_from": dict(sorted(methods.items())),
-        "models": checkers,
-    }
+    stats = ConfidentSetStats(
+        enabled=True,
+        checked=len(questions),
+        kept=len(kept),
+        dropped_low_confidence=low,
+        dropped_errors=sum(1 for q in questions if errors[q.question_id]),
+        threshold=cs.threshold,
+        shuffles=cs.shuffles,
+        method=cs.method,
+        confidence_from=dict(sorted(methods.items())),
+        models=checkers,
+    )
     return kept, conf, stats

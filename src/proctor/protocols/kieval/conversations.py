@@ -3,38 +3,103 @@ the candidate replies, and the evaluators score the round on five aspects (1-4),
 
 An evaluator reply that still does not parse after the model path's re-asks is recorded as that
 evaluator's failed judgment on the round (cause `unparseable`); the round is scored by the evaluators whose
-reply parsed, and is an error — ending the conversation, the rounds before it keeping their scores —
+reply parsed, and ends the conversation (`evaluator_error`, the rounds before it keeping their scores)
 only if none did. Transient failures end the conversation too, and `--resume` retries from that round.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from pydantic import BaseModel, Field
+
 from proctor.constants import LETTERS
 from proctor.errors import StepError
+from proctor.ids import content_id
+from proctor.kit.context import RunContext
+from proctor.kit.conversation import Conversation, Panel, RoundData, Turn, converse
+from proctor.kit.steps import Failure, Outcome, Payload
 from proctor.models.types import Message
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
-from proctor.kit.conversation import Panel, RoundData, Transcript, Turn, converse
+from proctor.prompts import render_messages
 from proctor.protocols.kieval.candidates import KCandidate
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.scoring import ASPECTS, STOP_REASONS, score, vote_scores, vote_stop
 from proctor.protocols.kieval.seeds import SeedQuestion
 from proctor.protocols.kieval.static_mc import MCAnswer, mc_messages
-from proctor.kit.steps import Failure, Outcome, Payload
 
-ROUND_KIND = "kieval_round"
 EVALUATOR_JUDGE = "kieval_evaluator"
-PROMPTS = (
-    "kieval/candidate",
-    "kieval/candidate_followup",
-    "kieval/interactor",
-    "kieval/interactor_next",
-    "kieval/evaluator",
-)
+
+
+class AspectEvaluation(BaseModel):
+    comment: str
+    score: int
+
+
+class Evaluation(BaseModel):
+    """One evaluator's reply on one round, normalised (the data of its judgment)."""
+
+    accuracy: AspectEvaluation
+    logic: AspectEvaluation
+    relevance: AspectEvaluation
+    coherence: AspectEvaluation
+    conciseness: AspectEvaluation
+    overall_comment: str
+    overall_score: int
+    stop_conversation: bool
+    stop_reason: str
+
+    def aspect(self, name: str) -> AspectEvaluation:
+        value = getattr(self, name)
+        assert isinstance(value, AspectEvaluation)
+        return value
+
+
+class Vote(BaseModel):
+    """The evaluators' combined score of one aspect (a fraction under mean voting)."""
+
+    score: float
+
+
+class RoundRecord(Payload):
+    """A round as stored, finished or not: the interactor's question, the candidate's reply (with the
+    passages it was given) and, once the evaluators scored it, the voted scores, the stop decision and
+    every evaluator's reply. A round that failed half-way holds the fields its turns filled."""
+
+    KIND: ClassVar[str] = "kieval_round"
+    conversation: str
+    candidate: str
+    question_id: str
+    mc_key: str
+    round: int
+    interactor_question: str | None = None
+    context_ids: list[str] = Field(default_factory=list)
+    candidate_reply: str | None = None
+    accuracy: Vote | None = None
+    logic: Vote | None = None
+    relevance: Vote | None = None
+    coherence: Vote | None = None
+    conciseness: Vote | None = None
+    overall_score: float | None = None
+    stop_conversation: bool | None = None
+    stop_reason: str | None = None
+    evaluators: list[str] | None = None
+    evaluations: dict[str, Evaluation] | None = None
+    evaluator_errors: list[str] | None = None
+
+    def aspect(self, name: str) -> Vote | None:
+        value = getattr(self, name)
+        assert value is None or isinstance(value, Vote)
+        return value
+
+
+class Round(RoundRecord):
+    """A played round: both turns are there."""
+
+    interactor_question: str
+    candidate_reply: str
 
 
 class ConversationItem(Payload):
@@ -44,49 +109,41 @@ class ConversationItem(Payload):
     question_id: str
     mc_key: str
     rounds: int
-    kieval: float | None
-    kieval_paper: float | None
-    aspects: dict[str, float | None]
-    round_overall: list[int]
+    kieval: float | None = None
+    kieval_paper: float | None = None
+    aspects: dict[str, float | None] = Field(default_factory=dict)
+    round_overall: list[float] = Field(default_factory=list)
     end: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class KConversation:
-    key: str
+    """One conversation: a candidate, its seed question and its multiple-choice answer (or its failure)."""
+
     cand: KCandidate
     q: SeedQuestion
     mc_key: str
     mc: MCAnswer | None
     mc_failure: Failure | None
 
+    @property
+    def unit_id(self) -> tuple[str, SeedQuestion]:
+        """What the conversation is about: the candidate and the question (the multiple-choice answer it
+        opens with is the unit of the same id, so it is covered)."""
+        return (self.cand.cfg.name, self.q)
 
-def conversation_key(
-    ctx: RunContext[Config], cand: KCandidate, q: SeedQuestion, evaluators: list[str]
-) -> str:
-    cfg = ctx.settings
-    return work_key(
-        "kvc",
-        cand.cfg.model_dump(),
-        cand.identity,
-        getattr(cand.candidate, "max_tokens", None),
-        q.to_dict(),
-        ctx.models[ctx.role_model_name("interactor")].provider.identity(),
-        [ctx.models[e].provider.identity() for e in evaluators],
-        cfg.voting,
-        [prompt_version(p) for p in PROMPTS],
-        cfg.interactor_max_tokens,
-        cfg.evaluator_max_tokens,
-        cfg.comment_max_chars,
-        cfg.evaluator_sees_history,
-        cfg.temperature,
-        ctx.config.seed,
-    )
+    @property
+    def id(self) -> str:
+        """The `conversation` field of its rounds and its item (content-derived, not a store key)."""
+        return content_id(*self.unit_id)
 
-
-def round_key(conversation_key: str, index: int) -> str:
-    """Key of round `index` (0-based) of a conversation."""
-    return work_key("kvr", conversation_key, index)
+    def base(self) -> dict[str, str]:
+        return {
+            "conversation": self.id,
+            "candidate": self.cand.cfg.name,
+            "question_id": self.q.question_id,
+            "mc_key": self.mc_key,
+        }
 
 
 def evaluation_schema(comment_max_chars: int) -> dict[str, Any]:
@@ -112,39 +169,44 @@ def evaluation_schema(comment_max_chars: int) -> dict[str, Any]:
     }
 
 
-def normalise_evaluation(parsed: dict[str, Any]) -> dict[str, Any]:
+def normalise_evaluation(parsed: dict[str, Any]) -> Evaluation:
     stop = bool(parsed["stop_conversation"])
     reason = str(parsed.get("stop_reason") or "none")
     if not stop:
         reason = "none"
     elif reason == "none":
         reason = "unspecified"
-    return {
-        **{a: {"comment": str(parsed[a]["comment"]), "score": int(parsed[a]["score"])} for a in ASPECTS},
-        "overall_comment": str(parsed["overall_comment"]),
-        "overall_score": int(parsed["overall_score"]),
-        "stop_conversation": stop,
-        "stop_reason": reason,
-    }
+    return Evaluation.model_validate(
+        {
+            **{a: {"comment": str(parsed[a]["comment"]), "score": int(parsed[a]["score"])} for a in ASPECTS},
+            "overall_comment": str(parsed["overall_comment"]),
+            "overall_score": int(parsed["overall_score"]),
+            "stop_conversation": stop,
+            "stop_reason": reason,
+        }
+    )
 
 
 def vote(
-    evals: dict[str, dict[str, Any]], failed: list[str], method: Literal["majority", "mean"]
-) -> dict[str, Any]:
-    """One round's combined evaluation from the evaluators whose reply parsed (config order); `failed` are
-    the evaluators whose reply could not be parsed."""
+    played: Round, evals: dict[str, Evaluation], failed: list[str], method: Literal["majority", "mean"]
+) -> Round:
+    """The round scored by the evaluators whose reply parsed (config order); `failed` are the evaluators
+    whose reply could not be parsed."""
     names = list(evals)
-    out: dict[str, Any] = {
-        a: {"score": vote_scores([int(evals[n][a]["score"]) for n in names], method)} for a in ASPECTS
-    }
-    out["overall_score"] = vote_scores([int(evals[n]["overall_score"]) for n in names], method)
-    stop, reason = vote_stop([(evals[n]["stop_conversation"], evals[n]["stop_reason"]) for n in names])
-    out["stop_conversation"] = stop
-    out["stop_reason"] = reason
-    out["evaluators"] = names
-    out["evaluations"] = evals
-    out["evaluator_errors"] = failed
-    return out
+    stop, reason = vote_stop([(evals[n].stop_conversation, evals[n].stop_reason) for n in names])
+    return played.model_copy(
+        update={
+            **{
+                a: Vote(score=vote_scores([evals[n].aspect(a).score for n in names], method)) for a in ASPECTS
+            },
+            "overall_score": vote_scores([evals[n].overall_score for n in names], method),
+            "stop_conversation": stop,
+            "stop_reason": reason,
+            "evaluators": names,
+            "evaluations": evals,
+            "evaluator_errors": failed,
+        }
+    )
 
 
 _LABEL = re.compile(
@@ -160,62 +222,59 @@ def clean_question(text: str) -> str:
     return q.strip()
 
 
-def conversation_scores(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Scores of one conversation from its scored rounds (in order, up to the stopping round)."""
-    overall = [r["overall_score"] for r in rounds]
-    return {
-        "rounds": len(rounds),
-        "kieval": score(overall, "reference"),
-        "kieval_paper": score(overall, "paper"),
-        "aspects": {a: score([r[a]["score"] for r in rounds], "reference") for a in ASPECTS},
-        "round_overall": overall,
-    }
+def conversation_item(conv: KConversation, rounds: Sequence[Round], end: str) -> ConversationItem:
+    """One conversation's record and scores from its scored rounds (in order, up to the stopping round)."""
+    overall = [r.overall_score for r in rounds if r.overall_score is not None]
+    aspects: dict[str, float | None] = {}
+    for a in ASPECTS:
+        votes = [r.aspect(a) for r in rounds]
+        aspects[a] = score([v.score for v in votes if v is not None], "reference")
+    return ConversationItem(
+        **conv.base(),
+        rounds=len(rounds),
+        kieval=score(overall, "reference"),
+        kieval_paper=score(overall, "paper"),
+        aspects=aspects,
+        round_overall=overall,
+        end=end,
+    )
 
 
-def _interactor_messages(mc_answer: str, transcript: Transcript, common: dict[str, Any]) -> list[Message]:
+def _interactor_messages(
+    mc_answer: str, transcript: Sequence[Round], common: dict[str, Any]
+) -> list[Message]:
     """The interactor's view as a chat: its own questions are its turns, the candidate's replies the
     user's (small models continue a pasted transcript instead of asking)."""
     messages = render_messages("kieval/interactor", candidate_answer=mc_answer, **common)
     for t in transcript:
         messages += [
-            {"role": "assistant", "content": t["interactor_question"]},
-            *render_messages("kieval/interactor_next", reply=t["candidate_reply"]),
+            {"role": "assistant", "content": t.interactor_question},
+            *render_messages("kieval/interactor_next", reply=t.candidate_reply),
         ]
     return messages
 
 
-def _turn(cand: KCandidate, data: RoundData) -> list[Message]:
-    texts = cand.texts(data.get("context_ids") or [])
-    return [
-        *render_messages("kieval/candidate_followup", question=data["interactor_question"], context=texts),
-        {"role": "assistant", "content": data["candidate_reply"]},
-    ]
-
-
-async def _talk(ctx: RunContext[Config], conv: KConversation, evaluators: list[str]) -> ConversationItem:
-    """One conversation, resumed where it stopped; its rounds are `kieval_round` items."""
-    cfg = ctx.settings
-    q = conv.q
-    base = {
-        "conversation": conv.key,
-        "candidate": conv.cand.cfg.name,
-        "question_id": q.question_id,
-        "mc_key": conv.mc_key,
-    }
-    if conv.mc is None:
-        cause = conv.mc_failure.cause if conv.mc_failure else "mc_answer_failed"
-        raise StepError(
-            "the candidate's multiple-choice answer failed; see its item",
-            cause=cause,
-            partial={**base, "rounds": 0, "end": "error"},
-        )
-    mc = conv.mc
+def _history(conv: KConversation, mc: MCAnswer, transcript: Sequence[Round]) -> list[Message]:
+    """The candidate's side of the conversation so far: the multiple-choice exchange, then every round."""
     history: list[Message] = [
-        *mc_messages(q, conv.cand.texts(mc.context_ids)),
+        *mc_messages(conv.q, conv.cand.texts(mc.context_ids)),
         {"role": "assistant", "content": mc.answer},
     ]
-    interactor = ctx.role("interactor")
-    common = {
+    for t in transcript:
+        history += [
+            *render_messages(
+                "kieval/candidate_followup",
+                question=t.interactor_question,
+                context=conv.cand.texts(t.context_ids),
+            ),
+            {"role": "assistant", "content": t.candidate_reply},
+        ]
+    return history
+
+
+def _common(conv: KConversation, mc: MCAnswer) -> dict[str, Any]:
+    q = conv.q
+    return {
         "question": q.question,
         "choices": q.choices,
         "letters": LETTERS,
@@ -223,46 +282,65 @@ async def _talk(ctx: RunContext[Config], conv: KConversation, evaluators: list[s
         "correct_letter": q.answer_letter,
         "correct_text": q.choices[q.answer_index],
     }
+
+
+def _mc(conv: KConversation) -> MCAnswer:
+    assert conv.mc is not None  # only conversations whose multiple-choice answer exists are played
+    return conv.mc
+
+
+async def run_conversations(
+    ctx: RunContext[Config], convs: list[KConversation], evaluators: list[str]
+) -> list[Outcome[KConversation, ConversationItem]]:
+    """Every conversation played (or resumed) round by round, then recorded as a `kieval_conversation`
+    item with its scores — an error with its cause when the conversation ended on a failure."""
+    cfg = ctx.settings
+    interactor = ctx.role("interactor")
     schema = evaluation_schema(cfg.comment_max_chars)
 
-    async def ask(data: RoundData, transcript: Transcript) -> str:
+    async def ask(conv: KConversation, data: RoundData, transcript: Sequence[Round]) -> str:
+        mc = _mc(conv)
         c = await interactor.generate(
-            _interactor_messages(mc.answer, transcript, common),
+            _interactor_messages(mc.answer, transcript, _common(conv, mc)),
             temperature=cfg.temperature,
             max_tokens=cfg.interactor_max_tokens,
             seed=ctx.config.seed,
         )
         return clean_question(c.text)
 
-    async def reply(data: RoundData, transcript: Transcript) -> str:
+    async def reply(conv: KConversation, data: RoundData, transcript: Sequence[Round]) -> str:
         # The follow-up alone ("why?") often retrieves nothing: query with the topic as well.
-        texts, ids = conv.cand.context(f"{q.question}\n{data['interactor_question']}")
+        texts, ids = conv.cand.context(f"{conv.q.question}\n{data['interactor_question']}")
         data["context_ids"] = ids
         turn = render_messages(
             "kieval/candidate_followup", question=data["interactor_question"], context=texts
         )
+        history = _history(conv, _mc(conv), transcript)
         return str((await conv.cand.candidate.reply([*history, *turn]))["content"])
 
-    async def evaluate(name: str, data: RoundData, transcript: Transcript) -> dict[str, Any]:
+    async def evaluate(
+        conv: KConversation, name: str, played: Round, transcript: Sequence[Round]
+    ) -> Evaluation:
+        mc = _mc(conv)
         previous = []
         if cfg.evaluator_sees_history:
             for t in transcript:
-                mine = (t.get("evaluations") or {}).get(name)
+                mine = (t.evaluations or {}).get(name)
                 if mine:
                     previous.append(
                         {
-                            "round": t["round"] + 1,
-                            "overall_score": mine["overall_score"],
-                            "overall_comment": mine["overall_comment"],
+                            "round": t.round + 1,
+                            "overall_score": mine.overall_score,
+                            "overall_comment": mine.overall_comment,
                         }
                     )
         messages = render_messages(
             "kieval/evaluator",
             candidate_answer=mc.answer,
-            transcript=[*transcript, data],
+            transcript=[*transcript, played],
             previous=previous,
-            round=data["round"] + 1,
-            **common,
+            round=played.round + 1,
+            **_common(conv, mc),
         )
         c = await ctx.models[name].generate(
             messages,
@@ -273,45 +351,69 @@ async def _talk(ctx: RunContext[Config], conv: KConversation, evaluators: list[s
         )
         return normalise_evaluation(c.parsed)
 
-    result = await converse(
+    talks = await converse(
         ctx,
-        base=base,
-        round_key=lambda i: round_key(conv.key, i),
-        kind=ROUND_KIND,
+        "kieval: conversations",
+        [c for c in convs if c.mc is not None],
+        conversation_id=lambda c: c.unit_id,
+        start=lambda c, i: {**c.base(), "round": i},
+        output=Round,
         max_rounds=cfg.max_rounds,
-        turns=[Turn("interactor_question", "interactor", ask), Turn("candidate_reply", "candidate", reply)],
-        panel=Panel(
+        turns=[
+            Turn[KConversation, Round]("interactor_question", "interactor", ask),
+            Turn[KConversation, Round]("candidate_reply", "candidate", reply),
+        ],
+        panel=Panel[KConversation, Round, Evaluation](
             EVALUATOR_JUDGE,
             "evaluator",
             evaluators,
+            Evaluation,
             evaluate,
-            lambda valid, failed: vote(valid, failed, cfg.voting),
+            lambda played, valid, failed: vote(played, valid, failed, cfg.voting),
         ),
-        stop=lambda r: str(r["stop_reason"]) if r["stop_conversation"] else None,
-        on_round=lambda r: history.extend(_turn(conv.cand, r)),
+        stop=lambda r: str(r.stop_reason) if r.stop_conversation else None,
     )
-    data = {**base, **conversation_scores(result.rounds), "end": result.end}
-    if result.failure is not None:
-        raise StepError(result.failure.message, cause=result.failure.cause, partial=data)
-    return ConversationItem.model_validate(data)
+    return await _record(ctx, convs, {t.conversation.id: t for t in talks})
 
 
-async def run_conversations(
-    ctx: RunContext[Config], convs: list[KConversation], evaluators: list[str]
+async def _record(
+    ctx: RunContext[Config],
+    convs: list[KConversation],
+    talks: dict[str, Conversation[KConversation, Round]],
 ) -> list[Outcome[KConversation, ConversationItem]]:
-    async def talk(conv: KConversation) -> ConversationItem:
-        return await _talk(ctx, conv, evaluators)
+    """Each conversation's item: its scores, or an error with the cause that ended it."""
 
-    return await ctx.map(
-        "kieval: conversations",
+    def item(conv: KConversation) -> ConversationItem:
+        talk = talks.get(conv.id)
+        if talk is None:  # no multiple-choice answer: no conversation
+            return ConversationItem(**conv.base(), rounds=0, end="error")
+        return conversation_item(conv, talk.rounds, talk.end or "completed")
+
+    async def record(conv: KConversation) -> ConversationItem:
+        talk = talks.get(conv.id)
+        if talk is None:
+            cause = conv.mc_failure.cause if conv.mc_failure else "mc_answer_failed"
+            raise StepError(
+                "the candidate's multiple-choice answer failed; see its item",
+                cause=cause,
+                partial={**conv.base(), "rounds": 0, "end": "error"},
+            )
+        if talk.failure is not None:  # what the conversation got done is kept on its error record
+            data = item(conv).model_dump(mode="json")
+            raise StepError(talk.failure.message, cause=talk.failure.cause, partial=data)
+        return item(conv)
+
+    outcomes = await ctx.map(
+        "kieval: conversation scores",
         convs,
-        talk,
-        key=lambda c: c.key,
-        role="candidate",
+        record,
+        unit_id=lambda c: c.unit_id,
+        role=None,
         output=ConversationItem,
-        context=lambda c: {
-            "conversation": c.key,
-            "candidate": c.cand.cfg.name,
-            "question_id": c.q.question_id,
-        },
     )
+    # A conversation stored by an earlier run is handed back as it was; its rounds are re-scored when an
+    # evaluator changed since, so store it as it is now (its scores are derived from its rounds).
+    fresh = {o.key: item(o.unit) for o in outcomes if o.value is not None}
+    changed = [o for o in outcomes if o.key in fresh and fresh[o.key] != o.value]
+    await ctx.revise(changed, lambda o: fresh[o.key])
+    return [Outcome(o.unit, o.key, fresh[o.key], None) if o.key in fresh else o for o in outcomes]

@@ -5,10 +5,12 @@ protocol's JSONL without configuration; explicit field names in `kieval.question
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from proctor.constants import LETTERS
 from proctor.kit.shared.question_file import QuestionsConfig, load_questions
+from proctor.kit.steps import Payload
+from proctor.protocols.kieval.result import SeedFileStats
 
 
 @dataclass(frozen=True)
@@ -29,19 +31,8 @@ class SeedQuestion:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "answer_letter": self.answer_letter}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SeedQuestion:
-        return cls(
-            question_id=d["question_id"],
-            question=d["question"],
-            choices=list(d["choices"]),
-            answer_index=int(d["answer_index"]),
-            subject=d.get("subject"),
-            source=d.get("source", ""),
-        )
 
-
-def load_seed_questions(cfg: QuestionsConfig) -> tuple[list[SeedQuestion], dict[str, Any]]:
+def load_seed_questions(cfg: QuestionsConfig) -> tuple[list[SeedQuestion], SeedFileStats]:
     """Every usable multiple-choice question in file order, plus counts (read, usable, skipped by reason)."""
     questions, stats = load_questions(cfg, section="kieval.questions", multiple_choice_only=True)
     seeds = [
@@ -56,4 +47,19 @@ def load_seed_questions(cfg: QuestionsConfig) -> tuple[list[SeedQuestion], dict[
         for q in questions
         if q.answer_index is not None  # always: the reader was asked for multiple choice only
     ]
-    return seeds, stats
+    return seeds, SeedFileStats.model_validate(stats)
+
+
+class QuestionItem(Payload):
+    """A sampled seed question, whether the confident set kept it, and each checking model's confidence."""
+
+    KIND: ClassVar[str] = "kieval_question"
+    question_id: str
+    question: str
+    choices: list[str]
+    answer_index: int
+    answer_letter: str
+    subject: str | None = None
+    source: str = ""
+    used: bool
+    confidence: dict[str, float | None] | None = None

@@ -7,13 +7,13 @@ from typing import ClassVar
 
 from proctor.candidates.multiple_choice import parse_letter
 from proctor.constants import LETTERS
+from proctor.kit.context import RunContext
+from proctor.kit.steps import Outcome, Payload
 from proctor.models.types import Message
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
+from proctor.prompts import render_messages
 from proctor.protocols.kieval.candidates import KCandidate
 from proctor.protocols.kieval.config import Config
 from proctor.protocols.kieval.seeds import SeedQuestion
-from proctor.kit.steps import Outcome, Payload
 
 
 class MCAnswer(Payload):
@@ -36,8 +36,6 @@ def mc_messages(q: SeedQuestion, context: list[str]) -> list[Message]:
 async def answer_multiple_choice(
     ctx: RunContext[Config], cands: list[KCandidate], questions: list[SeedQuestion]
 ) -> list[Outcome[tuple[KCandidate, SeedQuestion], MCAnswer]]:
-    version = prompt_version("kieval/candidate")
-
     async def answer(unit: tuple[KCandidate, SeedQuestion]) -> MCAnswer:
         cand, q = unit
         texts, ids = cand.context(q.question)
@@ -53,23 +51,11 @@ async def answer_multiple_choice(
             context_ids=ids,
         )
 
-    def key(unit: tuple[KCandidate, SeedQuestion]) -> str:
-        cand, q = unit
-        return work_key(
-            "kvm",
-            cand.cfg.model_dump(),
-            cand.identity,
-            getattr(cand.candidate, "max_tokens", None),
-            q.to_dict(),
-            version,
-            ctx.config.seed,
-        )
-
     return await ctx.map(
         "kieval: multiple-choice answers",
         [(c, q) for c in cands for q in questions],
         answer,
-        key=key,
+        unit_id=lambda u: (u[0].cfg.name, u[1]),
         role="candidate",
         output=MCAnswer,
         context=lambda u: {
