@@ -2,9 +2,9 @@
 
 A protocol is the package `proctor.protocols.<name>` whose `__init__.py` defines `PROTOCOL`, a
 `Protocol`: its name, the model of its config section (the YAML section named after it), the roles it
-needs with one-line descriptions, `run(ctx) -> Result` and its result model. Everything else a protocol has — prompts
-(`prompts/`), report section (`report.py`, `report.html.j2`), demo config (`demo.yaml`) — sits in the
-same package. Adding a protocol touches no shared file.
+needs with one-line descriptions, `run(ctx) -> Result` and its result model. Everything else a protocol
+has — prompts (`prompts/`), report section (`report.py`, `report.html.j2`), demo config (`demo.yaml`) —
+sits in the same package. Adding a protocol touches no shared file.
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ class Result(Part):
     """What every result holds; a protocol's result model adds its own fields.
 
     `table` holds the console rows (`proctor run` prints them). `protocol`, `config_hash`, `usage`,
-    `budget` and the budget warning are filled by the kit after the run. Empty `warnings` and an absent `budget` are left out of
-    results.json, as they always were."""
+    `budget` and the budget warning are filled by the kit after the run. Empty `warnings` and an absent
+    `budget` are left out of results.json, as they always were."""
 
     model_config = ConfigDict(extra="forbid")
 
