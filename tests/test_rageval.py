@@ -16,8 +16,12 @@ from proctor.agents.environments.academic import SHIPPED as ACADEMIC
 from proctor.agents.environments.database import DatabaseEnvironment
 from proctor.agents.sandbox import probe_tier
 from proctor.judging.metrics import f1
+from proctor.kit.record import load_run
 from proctor.models.scripted import register_script
+from proctor.protocols.rageval.answers import RagAnswer
+from proctor.protocols.rageval.result import RagevalResult
 from proctor.protocols.rageval.summary import pareto
+from proctor.protocols.rageval.tasks import RagTask
 from proctor.protocols.rageval.taxonomy import classify, gold_in
 from proctor.protocols.rageval.templates import SHIPPED, Template, answer, instantiate, load_templates
 from proctor.runner import run_config
@@ -173,6 +177,13 @@ rageval:
     answers = [i for i in items if i.get("kind") == "rageval_answer"]
     assert answers and all("category" in a and "stop" in a for a in answers)
     assert any(a.get("trace", {}) and a["trace"].get("trajectory") for a in answers)
+    # The run reads back typed; the kit stored each system's F1, EM and equivalence share under their names.
+    run = load_run(result.run_dir)
+    assert isinstance(run.result, RagevalResult) and run.result.ranking == ranks
+    f1s = {m.subject: m.value for m in run.metrics() if m.name == "rageval.f1"}
+    assert set(f1s) == set(ranks) and f1s["my-pipeline"] == 0.0
+    assert {m.name for m in run.metrics()} == {"rageval.f1", "rageval.em", "rageval.equivalent"}
+    assert len(run.payloads(RagAnswer)) == len(answers) and len(run.payloads(RagTask)) == 6
 
 
 def expander(messages: list[dict[str, Any]], params: Any) -> str:

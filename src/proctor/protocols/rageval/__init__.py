@@ -4,9 +4,10 @@ HotpotQA at three levels (seek / understand / apply), F1 and EM, the error taxon
 error and deployment analyses.
 """
 
-from proctor.protocols.rageval.config import Config
-from proctor.protocols.rageval.run import run
 from proctor.kit.registry import Protocol, Role
+from proctor.protocols.rageval.config import Config
+from proctor.protocols.rageval.result import RagevalResult
+from proctor.protocols.rageval.run import run
 
 PROTOCOL = Protocol(
     name="rageval",
@@ -20,4 +21,5 @@ PROTOCOL = Protocol(
         ),
     ),
     run=run,
+    result=RagevalResult,
 )

@@ -13,9 +13,7 @@ stored call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
 
 from proctor.agents.config import AgentConfig
 from proctor.agents.environments.academic import SHIPPED as ACADEMIC
@@ -28,56 +26,19 @@ from proctor.candidates import SystemUnderTest
 from proctor.candidates.kinds import AgentCandidate
 from proctor.judging.equivalence import decide
 from proctor.judging.metrics import exact_match, f1
-from proctor.kit.context import RunContext, work_key
+from proctor.kit.context import RunContext
+from proctor.models.base import Model
+from proctor.protocols.rageval.answers import RagAnswer, System
 from proctor.protocols.rageval.config import Config
+from proctor.protocols.rageval.result import RagevalResult, TaskStats
 from proctor.protocols.rageval.summary import summarise
-from proctor.protocols.rageval.tasks import RagTask, TaskStats, database_tasks, document_tasks, hotpotqa_tasks
+from proctor.protocols.rageval.tasks import RagTask, database_tasks, document_tasks, hotpotqa_tasks
 from proctor.protocols.rageval.taxonomy import classify, gold_in
 from proctor.protocols.rageval.templates import SHIPPED as SEED_TEMPLATES
 from proctor.protocols.rageval.templates import load_templates
-from proctor.kit.steps import Payload
 
 
-class RagAnswer(Payload):
-    KIND: ClassVar[str] = "rageval_answer"
-    system: str
-    workflow: str | None
-    llm: str | None
-    task_id: str
-    task: str
-    level: str
-    domain: str
-    question: str
-    gold: str
-    answer: str
-    f1: float
-    em: float
-    # The deterministic equivalence rule that is sure the answer states the gold answer (the same date,
-    # quantity or phrase in other words: "It opened in 1887." for "1887"), else None — F1 undercounts these.
-    equivalent: str | None = None
-    category: str
-    stop: str
-    halted: bool
-    had_error: bool
-    steps: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    trace: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class System:
-    name: str
-    workflow: str | None
-    llm: str | None
-    identity: list[Any]
-    make: Callable[[str], SystemUnderTest]  # domain -> the system acting in that domain
-    not_applicable: str | None = None
-
-
-async def run(ctx: RunContext[Config]) -> dict[str, Any]:
+async def run(ctx: RunContext[Config]) -> RagevalResult:
     cfg = ctx.settings
     stats = TaskStats()
     tasks: list[RagTask] = []
@@ -95,11 +56,19 @@ async def run(ctx: RunContext[Config]) -> dict[str, Any]:
         hp_tasks, hp_chunks = hotpotqa_tasks(ctx, cfg.hotpotqa, stats)
         envs["hotpotqa"] = DocumentEnvironment(hp_chunks).session
         tasks += hp_tasks
-    for t in tasks:
-        ctx.store.put_item(t.task_id, RagTask.KIND, t.model_dump(mode="json"))
+    await _record(ctx, tasks)
     systems = await _systems(ctx, envs)
     answers, failed = await _answer(ctx, [s for s in systems if s.not_applicable is None], tasks)
     return summarise(ctx, tasks, systems, answers, failed, stats)
+
+
+async def _record(ctx: RunContext[Config], tasks: list[RagTask]) -> None:
+    """Store the tasks as items (exports and the viewer show them)."""
+
+    async def keep(t: RagTask) -> RagTask:
+        return t
+
+    await ctx.map("rageval: tasks", tasks, keep, unit_id=lambda t: t, role=None, output=RagTask)
 
 
 async def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox]]) -> list[System]:
@@ -122,15 +91,16 @@ async def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox
                     f"{k}: {v}" for k, v in tier.unavailable.items()
                 )
 
-            def make(domain: str, llm: str = llm, agent: AgentConfig = agent) -> SystemUnderTest:
-                return AgentCandidate(f"{agent.workflow}:{llm}", ctx.models[llm], agent, envs[domain])
+            def make(
+                domain: str, llm: str = llm, agent: AgentConfig = agent, model: Model = model
+            ) -> SystemUnderTest:
+                return AgentCandidate(f"{agent.workflow}:{llm}", model, agent, envs[domain])
 
             out.append(
                 System(
                     f"{workflow}:{llm}",
                     workflow,
                     llm,
-                    [workflow, agent.model_dump(), model.provider.identity()],
                     make,
                     na,
                 )
@@ -142,7 +112,6 @@ async def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox
                 c.name,
                 c.agent.workflow if c.agent else None,
                 c.model,
-                ctx.candidate_identity(c),
                 _fixed(cand),
             )
         )
@@ -211,7 +180,7 @@ async def _answer(
         "rageval: answering",
         units,
         answer,
-        key=lambda u: work_key("ra", u[0].identity, u[1].task_id, u[1].question, u[1].domain),
+        unit_id=lambda u: (u[0].name, u[1]),
         role="candidate",
         output=RagAnswer,
         context=lambda u: {"system": u[0].name, "task_id": u[1].task_id, "question": u[1].question},

@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from proctor.agents.environments.database import DatabaseEnvironment
 from proctor.corpus.types import Chunk
 from proctor.errors import StepError, UserError
+from proctor.ids import content_id
+from proctor.kit.context import RunContext
 from proctor.kit.shared.graph import build_context_graph
-from proctor.prompts import prompt_version, render_messages
-from proctor.kit.context import RunContext, work_key
-from proctor.protocols.rageval.config import Config, Level
-from proctor.protocols.rageval.templates import Template, instantiate
 from proctor.kit.shared.questions import (
     Question,
     QuestionTask,
@@ -33,6 +31,10 @@ from proctor.kit.shared.questions import (
     write_questions,
 )
 from proctor.kit.steps import Payload
+from proctor.prompts import prompt_version, render_messages
+from proctor.protocols.rageval.config import Config, Level
+from proctor.protocols.rageval.result import DocumentStats, TaskStats
+from proctor.protocols.rageval.templates import Template, instantiate
 from proctor.records import read_records
 
 DOC_PROMPT = "rageval/document"
@@ -58,16 +60,9 @@ class Proposed(Payload):
     templates: list[dict[str, Any]]
 
 
-class TaskStats(BaseModel):
-    database: dict[str, int] = {}
-    rejected: dict[str, int] = {}
-    expansion: dict[str, int] = {}
-    documents: dict[str, Any] = {}
-    hotpotqa: dict[str, int] = {}
-
-
 def _task_id(*parts: Any) -> str:
-    return work_key("rt", *parts)
+    """A task's id (not a store key): a content hash of what makes the task."""
+    return f"rt_{content_id(*parts)}"
 
 
 async def database_tasks(
@@ -101,22 +96,20 @@ async def expand(
     """The examiner proposes templates from the schema and the seeds; a proposal is kept only if it is a
     valid template that yields at least one exact answer (rejections counted by reason)."""
     examiner = ctx.role("examiner")
-    version = prompt_version(EXPAND_PROMPT)
     schema = {
         "entities": {
             t: sorted(db.entities(t)[0].attributes) if db.entities(t) else [] for t in db.schema.entities
         },
         "relations": {n: f"{r.from_} -> {r.to}" for n, r in db.schema.relations.items()},
     }
+    shown = [t.model_dump(exclude={"origin"}, exclude_defaults=True) for t in seeds[:4]]
 
     async def propose(_: int) -> Proposed:
         reply = await examiner.generate(
             render_messages(
                 EXPAND_PROMPT,
                 schema=yaml.safe_dump(schema, sort_keys=True),
-                seeds=yaml.safe_dump(
-                    [t.model_dump(exclude={"origin"}, exclude_defaults=True) for t in seeds[:4]]
-                ),
+                seeds=yaml.safe_dump(shown),
                 n=ctx.settings.expansion,
             ),
             json_schema={
@@ -136,14 +129,7 @@ async def expand(
         "rageval: proposing templates",
         [0],
         propose,
-        key=lambda _: work_key(
-            "rx",
-            schema,
-            [t.name for t in seeds],
-            ctx.settings.expansion,
-            version,
-            examiner.provider.identity(),
-        ),
+        unit_id=lambda _: (schema, shown, ctx.settings.expansion),  # what the prompt shows
         role="examiner",
         output=Proposed,
     )
@@ -185,7 +171,7 @@ async def document_tasks(ctx: RunContext[Config], stats: TaskStats) -> list[RagT
     for level in single:
         for j in range(min(cfg.document_questions, len(chunks))):
             c = chunks[order[(j + (0 if level == "KS" else cfg.document_questions)) % len(chunks)]]
-            plans.append((_qtask(ctx, level, [c], None, examiner, version), level, [c], None))
+            plans.append((_qtask(ctx, level, [c], None), level, [c], None))
     if "KA" in cfg.levels and cfg.document_questions:
         graph, _ = await build_context_graph(ctx)
         by_id = {c.chunk_id: c for c in chunks}
@@ -195,13 +181,13 @@ async def document_tasks(ctx: RunContext[Config], stats: TaskStats) -> list[RagT
             e = bridges[int(j)]
             a, b = e.chunk_ids[0], next(c for c in e.chunk_ids if c != e.chunk_ids[0])
             pair = [by_id[a], by_id[b]]
-            plans.append((_qtask(ctx, "KA", pair, e.name, examiner, version), "KA", pair, e.name))
+            plans.append((_qtask(ctx, "KA", pair, e.name), "KA", pair, e.name))
     outcomes = await write_questions(
         ctx, [p[0] for p in plans], model=examiner, prompt=DOC_PROMPT, prompt_version=version,
         max_tokens=cfg.examiner_max_tokens, output=Question, description="rageval: document questions",
     )  # fmt: skip
     kept, gen = keep_questions(outcomes)
-    plan_of = {p[0].key: p for p in plans}
+    plan_of = {o.key: p for o, p in zip(outcomes, plans, strict=True)}  # question_id = its item's key
     out: list[RagTask] = []
     dropped: Counter[str] = Counter()
     for q in kept:
@@ -223,23 +209,19 @@ async def document_tasks(ctx: RunContext[Config], stats: TaskStats) -> list[RagT
                 support_ids=[c.chunk_id for c in cs],
             )
         )
-    stats.documents = {
-        "generation": gen.model_dump(),
-        "dropped": dict(dropped),
-        "kept": dict(Counter(t.level for t in out)),
-    }
+    stats.documents = DocumentStats(
+        generation=gen, dropped=dict(dropped), kept=dict(Counter(t.level for t in out))
+    )
     return out
 
 
-def _qtask(
-    ctx: RunContext[Config], level: Level, cs: list[Chunk], bridge: str | None, examiner: Any, version: str
-) -> QuestionTask:
-    key = work_key(
-        "rq", level, [c.chunk_id for c in cs], bridge, version, examiner.provider.identity(), ctx.config.seed
-    )
+def _qtask(ctx: RunContext[Config], level: Level, cs: list[Chunk], bridge: str | None) -> QuestionTask:
+    """A question to write from `cs` at `level`; it is identified by its chunks (ids by content), level and
+    bridge entity."""
+    ids = [c.chunk_id for c in cs]
     return QuestionTask(
-        key, {"passages": [c.text for c in cs], "level": level, "bridge": bridge}, seed=ctx.config.seed,
-        source_chunk_ids=[c.chunk_id for c in cs], source=cs[0].source,
+        (level, ids, bridge), {"passages": [c.text for c in cs], "level": level, "bridge": bridge},
+        seed=ctx.config.seed, source_chunk_ids=ids, source=cs[0].source,
     )  # fmt: skip
 
 
@@ -277,7 +259,7 @@ def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> tupl
         )
         tasks = [tasks[i] for i in pick]
     chunks = [
-        Chunk(work_key("hc", t), work_key("hd", t), f"{p.name}#{t}", text, 0, {"title": t})
+        Chunk(f"hc_{content_id(t)}", f"hd_{content_id(t)}", f"{p.name}#{t}", text, 0, {"title": t})
         for t, text in pages.items()
     ]
     stats.hotpotqa = {"questions": len(tasks), "paragraphs": len(chunks), "skipped": skipped}

@@ -1,0 +1,51 @@
+"""What rageval asks and scores: the systems under test (a workflow x LLM agent from the grid, or a
+configured candidate) and one system's scored answer to one task (a stored item)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from proctor.candidates import SystemUnderTest
+from proctor.kit.steps import Payload
+
+
+class RagAnswer(Payload):
+    KIND: ClassVar[str] = "rageval_answer"
+    system: str
+    workflow: str | None
+    llm: str | None
+    task_id: str
+    task: str
+    level: str
+    domain: str
+    question: str
+    gold: str
+    answer: str
+    f1: float
+    em: float
+    # The deterministic equivalence rule that is sure the answer states the gold answer (the same date,
+    # quantity or phrase in other words: "It opened in 1887." for "1887"), else None — F1 undercounts these.
+    equivalent: str | None = None
+    category: str
+    stop: str
+    halted: bool
+    had_error: bool
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    trace: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class System:
+    """A system under test, named (`workflow:llm` for the grid, the candidate's name otherwise)."""
+
+    name: str
+    workflow: str | None
+    llm: str | None
+    make: Callable[[str], SystemUnderTest]  # domain -> the system acting in that domain
+    not_applicable: str | None = None
