@@ -198,14 +198,14 @@ def test_react_invalid_action_then_finish() -> None:
     ]
     SEEN.clear()
     t = _run(_scripted("react-ok"))
-    assert t.stop == "finished" and t.answer == "1862" and t.halted
+    assert t.stop == "finished" and t.answer == "1862" and t.finished
     assert [s.action for s in t.steps] == [None, "Search", "Lookup", "Finish"]
     assert t.steps[0].error and t.steps[0].error.startswith("parse_error")
     assert "Valid actions: Search[<entity>], Lookup[<keyword>], Finish[<answer>]" in (
         t.steps[0].observation or ""
     )
     assert t.steps[2].observation == "(Result 1 / 1) It was first made in 1862."
-    assert t.had_error  # halted, but with an error on the way
+    assert t.had_error and t.interruption is None  # an error on the way, recovered: not an interruption
     # The model saw the invalid-action observation; no verdict about the answer is ever in its prompt.
     assert "Invalid action" in SEEN[1] and "correct" not in SEEN[-1].lower()
 
@@ -213,7 +213,8 @@ def test_react_invalid_action_then_finish() -> None:
 def test_react_loop_and_guards() -> None:
     SCRIPTS["react-loop"] = ["Thought: again\nAction: Search[Tidal glass]"]
     t = _run(_scripted("react-loop"))
-    assert t.stop == "loop" and len(t.steps) == 3 and t.answer is None and not t.halted
+    assert t.stop == "loop" and len(t.steps) == 3 and t.answer is None and not t.finished
+    assert t.interruption is not None and t.interruption.reason == "loop" and t.interruption.side == "model"
     SCRIPTS["react-babble"] = ["I am not sure what to do."]
     t = _run(_scripted("react-babble"))
     assert t.stop == "parse_error" and len(t.steps) == 3
@@ -375,12 +376,14 @@ def test_dfsdt_visit_order_backtracking_and_give_up() -> None:
         dfsdt(get_model("scripted/dfsdt-tree"), DocumentEnvironment(CHUNKS).session(), "q?", small)
     )
     assert t.stop == "budget" and len(t.steps) == 4
+    assert t.interruption is not None and t.interruption.reason == "step_limit"  # the query budget
     # Depth 1: no child is ever expanded; both root children are tried, then the tree is exhausted.
     flat = AgentConfig(workflow="dfsdt", dfsdt_width=2, dfsdt_depth=1, dfsdt_queries=20)
     t = asyncio.run(
         dfsdt(get_model("scripted/dfsdt-tree"), DocumentEnvironment(CHUNKS).session(), "q?", flat)
     )
     assert [s.node for s in t.steps] == ["0.0", "0.1"] and t.stop == "gave_up" and t.answer is None
+    assert t.interruption is None  # an exhausted tree is a search that ran to its end
 
 
 # --- a crash mid-trajectory, then resume -------------------------------------------------------------------

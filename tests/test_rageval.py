@@ -72,13 +72,16 @@ def test_instances_with_several_or_no_answers_are_rejected() -> None:
 
 
 def test_taxonomy_classes() -> None:
-    assert classify(1.0, True, True, False) == "EM"
-    assert classify(0.5, False, True, True) == "AM"
-    assert classify(0.0, True, True, False) == "GE"
-    assert classify(0.0, False, True, True) == "ME"
-    assert classify(0.0, False, True, False) == "TE"
-    assert classify(0.0, False, False, False) == "RE"
-    assert classify(0.04, False, False, True) == "RE" and classify(0.05, False, False, True) == "AM"
+    # R-Eval's definition: wrong + nothing retrieved -> RE when the run came to its own end, ME (a tool's
+    # fault) or TE (the system's use of the tools) when interrupted. (Was the other way round: a finished
+    # run counted ME/TE and an interrupted one RE.) The full cases are in test_rageval_taxonomy.py.
+    assert classify(1.0, True, None) == "EM"
+    assert classify(0.5, False, "model") == "AM"
+    assert classify(0.0, True, None) == "GE"
+    assert classify(0.0, False, "tool") == "ME"
+    assert classify(0.0, False, "model") == "TE"
+    assert classify(0.0, False, None) == "RE"
+    assert classify(0.04, False, None) == "RE" and classify(0.05, False, None) == "AM"
     assert gold_in("Observation: it was founded in 1862.", "1862") and not gold_in("18620 items", "1862")
 
 
@@ -155,10 +158,10 @@ rageval:
     assert s["tasks"]["total"] == 6 and s["tasks"]["by_level"] == {"KS": 3, "KU": 3}
     react = s["systems"]["react:m"]
     assert react["by_task"]["paper_count"]["value"] == 1.0 and react["by_task"]["interests"]["value"] == 0.0
-    assert react["categories"]["TE"] == 3  # halted, no error, wrong ("unknown")
+    assert react["categories"]["RE"] == 3  # ran to its end (Finish[unknown]), nothing retrieved, wrong
     assert react["categories"]["EM"] + react["categories"]["AM"] == 3
     pipeline = s["systems"]["my-pipeline"]
-    assert pipeline["f1"]["value"] == 0.0 and pipeline["categories"]["TE"] == 6
+    assert pipeline["f1"]["value"] == 0.0 and pipeline["categories"]["RE"] == 6
     # The deterministic equivalence rules credit the exact counts, never "I do not know".
     assert react["equivalent"]["n"] == 6 and react["equivalent"]["value"] == pytest.approx(0.5)
     assert pipeline["equivalent"]["value"] == 0.0
@@ -172,6 +175,7 @@ rageval:
     )
     html = (result.run_dir / "report.html").read_text()
     assert "Error taxonomy" in html and "Matching and deployment" in html
+    assert "interrupted by" in html and "respectively" in html  # the ME / TE decision, under the table
     assert html.count("data:image/png;base64") >= 2
     items = [json.loads(line) for line in (result.run_dir / "items.jsonl").read_text().splitlines()]
     answers = [i for i in items if i.get("kind") == "rageval_answer"]

@@ -78,7 +78,9 @@ class Candidate:
             text=completion.text.strip(),
             logprobs=completion.logprobs,
             context_ids=[c.chunk_id for c in context],
-            trace={"model": self.model.spec, "cached": completion.cached},
+            # The retrieved passages are what a RAG system observed (R-Eval's scratchpad); none: closed book.
+            trace={"model": self.model.spec, "cached": completion.cached}
+            | ({"contexts": [c.text for c in context]} if context else {}),
         )
 
     async def reply(self, history: list[Message]) -> Message:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Toolbox
-from proctor.agents.trace import AgentStep, StopReason, Trajectory
+from proctor.agents.trace import AgentStep, Interruption, InterruptionReason, StopReason, Trajectory
 from proctor.agents.workflows.base import Guard, model_turn
 from proctor.agents.workflows.react import THOUGHT, action_forms, action_text, parse_action
 from proctor.errors import ModelCallError
@@ -29,11 +29,18 @@ ABANDON_PARENT = "abandon_parent"
 
 
 class _Stop(Exception):
-    def __init__(self, reason: StopReason, detail: str, answer: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: StopReason,
+        detail: str,
+        answer: str | None = None,
+        interruption: InterruptionReason | None = None,
+    ) -> None:
         super().__init__(detail)
         self.reason: StopReason = reason
         self.detail = detail
         self.answer = answer
+        self.interruption = interruption  # when the stop alone does not say it
 
 
 @dataclass
@@ -73,7 +80,7 @@ class _Search:
         tried: list[str] = []
         for i in range(self.cfg.dfsdt_width):
             if self.queries >= self.cfg.dfsdt_queries:
-                raise _Stop("budget", f"{self.cfg.dfsdt_queries} model calls")
+                raise _Stop("budget", f"{self.cfg.dfsdt_queries} model calls", interruption="step_limit")
             view = [
                 {"thought": s.thought, "action_text": action_text(s), "observation": s.observation}
                 for s in path
@@ -118,12 +125,16 @@ async def dfsdt(
 ) -> Trajectory:
     search = _Search(model, toolbox, question, cfg, choices or [])
     settings = {"width": cfg.dfsdt_width, "depth": cfg.dfsdt_depth, "queries": cfg.dfsdt_queries}
+    interruption: Interruption | None = None
     try:
         await search.expand("0", [], 0)
         stop: StopReason = "gave_up"
         detail, answer = "the search tree was exhausted without an answer", None
     except _Stop as s:
         stop, detail, answer = s.reason, s.detail, s.answer
+        if s.interruption is not None:  # the query budget is DFSDT's step limit
+            interruption = Interruption(reason=s.interruption, detail=detail)
     return Trajectory(
-        workflow="dfsdt", answer=answer, stop=stop, steps=search.steps, detail=detail, settings=settings
-    )
+        workflow="dfsdt", answer=answer, stop=stop, steps=search.steps, detail=detail, settings=settings,
+        interruption=interruption,
+    )  # fmt: skip

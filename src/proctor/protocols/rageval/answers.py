@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from proctor.agents.trace import Interruption
 from proctor.candidates import SystemUnderTest
 from proctor.kit.steps import Payload
 
@@ -28,10 +29,10 @@ class RagAnswer(Payload):
     # The deterministic equivalence rule that is sure the answer states the gold answer (the same date,
     # quantity or phrase in other words: "It opened in 1887." for "1887"), else None — F1 undercounts these.
     equivalent: str | None = None
-    category: str
-    stop: str
-    halted: bool
-    had_error: bool
+    category: str  # the error taxonomy's class (`taxonomy.CATEGORIES`)
+    stop: str  # the trajectory's stop reason; `finished` / `no_answer` for a system without a trajectory
+    # Why the process was cut off before its own end (cause and side), None when it ran to its end.
+    interruption: Interruption | None = None
     steps: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

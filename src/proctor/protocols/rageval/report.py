@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from proctor.agents.trace import TOOL_SIDE
 from proctor.kit.record import Run
 from proctor.protocols.rageval import plots
 from proctor.protocols.rageval.answers import RagAnswer
 from proctor.protocols.rageval.result import NotApplicable, RagevalResult, RagSystem
+from proctor.protocols.rageval.taxonomy import NOTE
 from proctor.report._env import render_template
 from proctor.report.plots import safe_plot
 
@@ -37,6 +39,8 @@ class Section:
     n_answers: int
     traces: list[TraceRow]
     max_traces: int = MAX_TRACES
+    taxonomy_note: str = NOTE  # how ME / TE were decided where the paper is ambiguous
+    tool_side: frozenset[str] = TOOL_SIDE  # interruption causes on the tool side (the rest: model side)
 
 
 def rageval_section(run: Run) -> Section | None:

@@ -1,7 +1,7 @@
 """rageval's result: the tasks asked (by level, domain and task; what the sources gave and dropped), per
 system F1 (bootstrap interval), EM and the share of equivalent answers (Wilson), F1 by level, task and
-domain, the error taxonomy, stop reasons and deployment cost per question — or why the system is not
-applicable; the ranking by F1 and the Pareto front of tokens against F1."""
+domain, the error taxonomy, stop reasons, interruptions by cause and deployment cost per question — or why
+the system is not applicable; the ranking by F1 and the Pareto front of tokens against F1."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from proctor.agents.trace import InterruptionReason
 from proctor.estimates import Estimate
 from proctor.kit.result import Metric, OmitNone, Part, Result
 from proctor.kit.shared.questions import GenerationStats
@@ -67,6 +68,8 @@ class RagSystem(Part):
     by_domain: dict[str, Estimate]
     categories: dict[str, int]  # the error taxonomy's classes
     stops: dict[str, int]
+    # Interrupted answers by cause (each cause is model- or tool-side: `agents.trace.TOOL_SIDE`).
+    interruptions: dict[InterruptionReason, int] = Field(default_factory=dict)
     mean_steps: float | None
     mean_tokens: float | None
     mean_cost_usd: float | None

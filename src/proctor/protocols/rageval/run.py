@@ -2,7 +2,7 @@
 answers, questions from the corpus, HotpotQA) -> every system answers every task through the task's
 domain environment — workflow x LLM agents from the grid, plus any configured candidate (an LLM, a RAG
 pipeline, a user's Python callable or HTTP service) -> HotpotQA F1 / EM and R-Eval's error taxonomy per
-answer -> rank table, matching, error and deployment analyses.
+answer (`taxonomy.classify_answer`) -> rank table, matching, error and deployment analyses.
 
 A workflow a system cannot run (PAL without a sandbox, function calling on a server without `tools`) is
 marked not applicable with the reason, not failed.
@@ -25,7 +25,7 @@ from proctor.agents.trace import Trajectory
 from proctor.candidates import SystemUnderTest
 from proctor.candidates.kinds import AgentCandidate
 from proctor.judging.equivalence import decide
-from proctor.judging.metrics import exact_match, f1
+from proctor.judging.metrics import exact_match
 from proctor.kit.context import RunContext
 from proctor.models.base import Model
 from proctor.protocols.rageval.answers import RagAnswer, System
@@ -33,7 +33,7 @@ from proctor.protocols.rageval.config import Config
 from proctor.protocols.rageval.result import RagevalResult, TaskStats
 from proctor.protocols.rageval.summary import summarise
 from proctor.protocols.rageval.tasks import RagTask, database_tasks, document_tasks, hotpotqa_tasks
-from proctor.protocols.rageval.taxonomy import classify, gold_in
+from proctor.protocols.rageval.taxonomy import classify_answer
 from proctor.protocols.rageval.templates import SHIPPED as SEED_TEMPLATES
 from proctor.protocols.rageval.templates import load_templates
 
@@ -140,14 +140,17 @@ async def _answer(
         raw = ans.trace.get("trajectory") if ans.trace else None
         traj = Trajectory.model_validate(raw) if raw else None
         text = ans.text
-        score = f1(text, t.gold)
+        # A candidate without an agent trace: its retrieved contexts are its scratchpad (none: closed book),
+        # and answering at all is running to its end.
+        contexts = [str(c) for c in (ans.trace or {}).get("contexts", []) or []] if traj is None else []
+        c = classify_answer(
+            text, t.gold, trajectory=traj, contexts=contexts, threshold=ctx.settings.f1_threshold
+        )
         if traj is not None:
-            scratch, halted, err, stop = traj.scratchpad, traj.halted, traj.had_error, str(traj.stop)
+            stop = str(traj.stop)
             totals = traj.totals()
-        else:  # a candidate without an agent trace: its contexts and answer are its scratchpad
-            scratch = "\n".join([*map(str, (ans.trace or {}).get("contexts", [])), text])
-            halted, err = bool(text.strip()), False
-            stop = "finished" if halted else "no_answer"
+        else:
+            stop = "finished" if text.strip() else "no_answer"
             totals = {}
         return RagAnswer(
             system=s.name,
@@ -160,13 +163,12 @@ async def _answer(
             question=t.question,
             gold=t.gold,
             answer=text,
-            f1=round(score, 6),
+            f1=round(c.f1, 6),
             em=exact_match(text, t.gold),
             equivalent=(rule.method if (rule := decide(text, t.gold)) is not None else None),
-            category=classify(score, gold_in(scratch, t.gold), halted, err, ctx.settings.f1_threshold),
+            category=c.category,
             stop=stop,
-            halted=halted,
-            had_error=err,
+            interruption=c.interruption,
             steps=int(totals.get("steps", 0)),
             prompt_tokens=int(totals.get("prompt_tokens", 0)),
             completion_tokens=int(totals.get("completion_tokens", 0)),

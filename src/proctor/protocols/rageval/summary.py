@@ -59,6 +59,9 @@ def _system(ctx: RunContext[Config], s: System, mine: list[RagAnswer], failed: d
         by_domain=group("domain"),
         categories={c: cats.get(c, 0) for c in CATEGORIES},
         stops=dict(sorted(Counter(a.stop for a in mine).items())),
+        interruptions=dict(
+            sorted(Counter(a.interruption.reason for a in mine if a.interruption is not None).items())
+        ),
         mean_steps=round(sum(a.steps for a in mine) / n, 3) if n else None,
         mean_tokens=round(sum(a.prompt_tokens + a.completion_tokens for a in mine) / n, 1) if n else None,
         mean_cost_usd=round(sum(a.cost_usd for a in mine) / n, 8) if n else None,
