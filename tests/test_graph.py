@@ -24,11 +24,11 @@ from proctor.graph import (
     fold,
     merge_groups,
 )
-from proctor.models.scripted import register_script
 from proctor.kit.context import RunContext
-from proctor.kit.shared.graph import build_context_graph
 from proctor.kit.registry import Protocol, Role, register_protocol
 from proctor.kit.result import Result
+from proctor.kit.shared.graph import build_context_graph
+from proctor.models.scripted import register_script
 from proctor.runner import run_config
 
 

@@ -256,9 +256,9 @@ def test_f1_of_two_empty_normalisations_is_zero_as_in_hotpotqa() -> None:
 # --- verdict probability, self-consistency, ensembles -----------------------------------------------
 
 from proctor.judging.llm import OWN_VERDICT, JudgeStyle, verdict_probability  # noqa: E402
-from proctor.models import RawReply, TokenLogprob, Usage  # noqa: E402
 from proctor.kit.shared.answers import AnswerItem  # noqa: E402
 from proctor.kit.shared.judges import GUARDED_THRESHOLD, Panel, judge_answer  # noqa: E402
+from proctor.models import RawReply, TokenLogprob, Usage  # noqa: E402
 
 
 def _verdict_tokens(verdict: str, lp_correct: float, lp_incorrect: float) -> list[TokenLogprob]:

@@ -4,6 +4,7 @@ wrapped (log readers grep them)."""
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 
@@ -24,9 +25,15 @@ def test_plain_lines_when_not_a_terminal(monkeypatch) -> None:
         stage.finish()
         p.stage("nothing to do", 0).finish()
     lines = buf.getvalue().splitlines()
-    assert lines[0] == "answering: 0/4 · calls 3 (cached 1, errors 0) · tokens 1,234 · $0.5000"
-    assert lines[1].startswith("answering: 2/4 ·")  # 12 s after the start line
-    assert lines[-1].startswith("answering: 4/4 ·")
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+    assert re.fullmatch(
+        stamp + r"answering: 0/4 · elapsed 0:00:00 · ETA \? · calls 3 \(cached 1, errors 0\) · "
+        r"tokens 1,234 · \$0\.5000",
+        lines[0],
+    )
+    # 12 s after the start line: 2 of 4 done in 12 s, so 12 s to go
+    assert re.fullmatch(stamp + r"answering: 2/4 · elapsed 0:00:12 · ETA 0:00:12 · .*", lines[1])
+    assert re.fullmatch(stamp + r"answering: 4/4 · elapsed 0:00:30 · ETA 0:00:00 · .*", lines[-1])
     assert len(lines) == 3 and "nothing to do" not in buf.getvalue()
 
 

@@ -2,8 +2,10 @@
 
 __version__ = "0.1.0"
 
-# Reading a config needs the protocols' settings models: the registry hands them to `proctor.config`.
-from proctor.kit import registry as _registry  # noqa: E402,F401
-from proctor.kit.record import Run, load_run  # noqa: E402
+from proctor.api import aevaluate, evaluate
 
-__all__ = ["Run", "__version__", "load_run"]
+# Reading a config needs the protocols' settings models: the registry hands them to `proctor.config`.
+from proctor.kit import registry as _registry  # noqa: F401
+from proctor.kit.record import Run, load_run
+
+__all__ = ["Run", "__version__", "aevaluate", "evaluate", "load_run"]

@@ -3,10 +3,14 @@ file, the field and the fix."""
 
 from __future__ import annotations
 
+import copy
+import difflib
 import hashlib
 import json
+from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import yaml
 from pydantic import (
@@ -23,6 +27,7 @@ from proctor.agents.config import AgentConfig
 from proctor.config_paths import config_dir
 from proctor.corpus.config import CorpusConfig
 from proctor.errors import UserError
+from proctor.python_ref import PythonRef, check_python, given
 
 
 class Strict(BaseModel):
@@ -120,6 +125,8 @@ class CandidateConfig(Strict):
     (`model` + `agent`: a workflow over an environment); a user's Python callable (`python`); or a user's
     HTTP service (`http`)."""
 
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
     name: str
     model: str | None = Field(None, description="a key of `models` (LLM and agent candidates)")
     retriever: Literal["closed_book", "bm25", "dense", "hybrid", "oracle"] = "closed_book"
@@ -127,18 +134,27 @@ class CandidateConfig(Strict):
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(256, ge=1)
     agent: AgentConfig | None = Field(None, description="the LLM acts through tools (see the Agents section)")
-    python: str | None = Field(
-        None, description="'mypkg.rag:answer' or 'path/to/file.py:answer' — a sync or async callable"
+    python: PythonRef | None = Field(
+        None,
+        description="'mypkg.rag:answer' or 'path/to/file.py:answer' — a sync or async callable (in code: "
+        "the function itself, or an object with an answer() method)",
     )
     http: HttpCandidateConfig | None = None
 
+    @field_validator("python", mode="before")
+    @classmethod
+    def _python_kind(cls, v: Any) -> Any:
+        return check_python(v)
+
     @property
     def kind(self) -> str:
-        return "agent" if self.agent else "python" if self.python else "http" if self.http else "llm"
+        python = given(self.python)
+        return "agent" if self.agent else "python" if python else "http" if self.http else "llm"
 
     @model_validator(mode="after")
     def _one_kind(self) -> CandidateConfig:
-        external = [k for k, v in (("python", self.python), ("http", self.http)) if v]
+        python = given(self.python)
+        external = [k for k, v in (("python", python), ("http", self.http)) if v]
         if len(external) > 1 or (external and (self.model or self.agent)):
             raise ValueError(
                 f"candidate '{self.name}': give one kind — `model` (an LLM, optionally with `agent`), "
@@ -147,6 +163,30 @@ class CandidateConfig(Strict):
         if not external and not self.model:
             raise ValueError(f"candidate '{self.name}': `model` is required (a key of `models`)")
         return self
+
+
+class GateConfig(Strict):
+    """One gate of the `gates:` section: after the run, `proctor run` exits 1 when the metric (of the
+    subject, or of every subject that has it) is below `min` — on the lower bound of its 95% interval by
+    default, or on its point value (`on: value`). See docs/ci-gating.md."""
+
+    metric: str = Field(description="a metric name of the run (e.g. accuracy.llm_with_reference), or `acc`")
+    min: float = Field(description="the threshold; the gate fails below it")
+    subject: str | None = Field(
+        None,
+        description="a candidate / pipeline (or the leading part of a subject, e.g. `alice @ t1`); "
+        "unset: every subject that has the metric",
+    )
+    on: Literal["lower", "value"] = Field(
+        "lower", description="compare the interval's lower bound or the value"
+    )
+
+    @field_validator("min")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("must be a finite number")
+        return v
 
 
 class RayConfig(Strict):
@@ -200,7 +240,7 @@ def use_catalog(catalog: ProtocolCatalog) -> None:
 
 def _catalog() -> ProtocolCatalog:
     if not _CATALOG:
-        raise RuntimeError("no protocol catalog: import proctor (or proctor.kit.registry) before reading configs")
+        raise RuntimeError("no protocol catalog: import proctor before reading a config")
     return _CATALOG[0]
 
 
@@ -226,6 +266,10 @@ class RunConfig(Strict):
         "local", description="where corpus processing and local-model replicas run (see `ray:`)"
     )
     ray: RayConfig = Field(default_factory=RayConfig)
+    gates: list[GateConfig] = Field(
+        default_factory=list,
+        description="pass/fail thresholds checked after the run; a failed gate makes `proctor run` exit 1",
+    )
     # The section named after the protocol (e.g. `qa:`), validated by that protocol's own Config.
     settings: SerializeAsAny[BaseModel] | None = None
 
@@ -238,12 +282,14 @@ class RunConfig(Strict):
         section_cls = _catalog().settings_class(name)
         data = dict(data)
         if "settings" in data:
+            if isinstance(data["settings"], section_cls) and name not in data:
+                return data  # built in code: RunConfig(protocol="qa", ..., settings=qa.Config(...))
             raise ValueError(f"unknown field 'settings' — put the protocol's options under `{name}:`")
         section = data.pop(name, None)
         try:
             data["settings"] = section_cls.model_validate(section or {})
         except ValidationError as e:
-            raise ValueError(_describe_errors(e, prefix=name)) from None
+            raise ValueError(_describe_errors(e, prefix=name, model=section_cls)) from None
         return data
 
     @field_validator("models", mode="before")
@@ -283,9 +329,10 @@ class RunConfig(Strict):
         return self
 
     def config_hash(self) -> str:
-        """Identity of what the run measures: the budget and where the work runs (executor, ray) are left
-        out, so `--resume` with a raised budget, or on Ray, continues the same run."""
-        data = self.model_dump(mode="json", exclude={"budget_usd", "executor", "ray"})
+        """Identity of what the run measures: the budget, where the work runs (executor, ray) and the gates
+        checked on the result are left out, so `--resume` with a raised budget, on Ray, or with other
+        gates continues the same run."""
+        data = self.model_dump(mode="json", exclude={"budget_usd", "executor", "ray", "gates"})
         # Nor how many embedded servers run a model: 4 replicas measure what 1 does (same cache keys), so a
         # run started with 1 resumes with 4. (Left out when unset too, so older configs keep their hash.)
         for m in data["models"].values():
@@ -298,14 +345,27 @@ class RunConfig(Strict):
         return self.name or self.protocol
 
 
-def _describe_errors(err: ValidationError, prefix: str = "") -> str:
+def _describe_errors(
+    err: ValidationError, prefix: str = "", model: type[BaseModel] | None = None, extra: Sequence[str] = ()
+) -> str:
+    """The first errors as one line each, joined; an unknown field names the closest known one of its
+    section (`model`: the class validated, RunConfig by default; `extra`: more names known there)."""
+    if model is None and not prefix:
+        model = RunConfig
     parts = []
     for e in err.errors()[:5]:
         locs = [prefix, *(str(p) for p in e["loc"])] if prefix else [str(p) for p in e["loc"]]
         loc = _join(locs)
         if e["type"] == "extra_forbidden":
             parent = _join(locs[:-1]) or "the top level"
-            parts.append(f"unknown field '{loc}' — remove it or fix its spelling (at {parent})")
+            known = _field_names(model, [str(p) for p in e["loc"][:-1]]) if model is not None else []
+            if model is RunConfig and len(e["loc"]) == 1:
+                known = [n for n in known if n != "settings"] + list(extra)
+            close = difflib.get_close_matches(str(e["loc"][-1]), known, n=1, cutoff=0.6)
+            if close:
+                parts.append(f"unknown field '{loc}' — did you mean '{_join([*locs[:-1], close[0]])}'?")
+            else:
+                parts.append(f"unknown field '{loc}' — remove it or fix its spelling (at {parent})")
         elif e["type"] == "missing":
             parts.append(f"field '{loc}' is required — add it")
         elif not loc:
@@ -316,6 +376,30 @@ def _describe_errors(err: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts) + more
 
 
+def _field_names(model: type[BaseModel], path: list[str]) -> list[str]:
+    """The field names of the section at `path` under `model` (list positions and dict keys of models
+    such as `models.<name>` are stepped over)."""
+    current: type[BaseModel] | None = model
+    for part in path:
+        if current is None:
+            return []
+        info = current.model_fields.get(part)
+        if info is not None:
+            current = _model_in(info.annotation)
+    return list(current.model_fields) if current is not None else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds: itself, optional, or as the items of a list or dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def _join(locs: list[str]) -> str:
     """`suite.members[1].exam.num_questions`: list positions in brackets, as YAML users index them."""
     out = ""
@@ -324,17 +408,80 @@ def _join(locs: list[str]) -> str:
     return out
 
 
-def _format_validation_error(path: Path, err: ValidationError) -> str:
-    return f"{path}: invalid config: {_describe_errors(err)}. See the config reference in README.md."
+def _format_validation_error(
+    path: Path, err: ValidationError, raw: Any = None, sets: Sequence[str] = ()
+) -> str:
+    protocol = raw.get("protocol") if isinstance(raw, dict) else None
+    extra = [protocol] if isinstance(protocol, str) else []
+    where = f"{path} with --set {', '.join(sets)}" if sets else str(path)
+    return (
+        f"{where}: invalid config: {_describe_errors(err, extra=extra)}. See the config reference in "
+        "docs/config-reference.md (or `proctor options <protocol>`)."
+    )
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run config. Relative file paths in it resolve against its folder."""
+def apply_overrides(raw: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` on the config as read: KEY a dotted path (`qa.num_questions`, `models.judge.
+    max_retries`, `candidates.0.k`), VALUE parsed as YAML (`5`, `true`, `[a, b]`, `{spec: ...}`). The result
+    is validated like the file, so an unknown key or a bad value is the usual error."""
+    out = copy.deepcopy(raw)
+    for item in sets:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise UserError(
+                f"--set {item}: expected KEY=VALUE with a dotted KEY, e.g. --set qa.num_questions=5."
+            )
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            value = text  # not YAML: the text as it is
+        node: Any = out
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            where = ".".join(parts[: i + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise UserError(
+                        f"--set {item}: '{where}' — {'.'.join(parts[:i])} is a list of {len(node)}; give a "
+                        f"position from 0 to {len(node) - 1}."
+                    )
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+                continue
+            if not isinstance(node, dict):
+                above = ".".join(parts[:i])
+                raise UserError(
+                    f"--set {item}: '{above}' is a value ({node!r}), not a section; set it whole, e.g. "
+                    f"--set {above}=..."
+                )
+            if last:
+                node[part] = value
+                continue
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif isinstance(child, str) and i == 1 and parts[0] == "models":
+                child = node[part] = {"spec": child}  # `models: {x: spec}` shorthand, then its options
+            node = child
+    return out
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    """Read and validate a YAML run config. Relative file paths in it resolve against its folder.
+    `${PROCTOR_DATA}` stands for proctor's data folder (the shipped demos' sample corpus); `overrides` are
+    `--set KEY=VALUE` items (see `apply_overrides`)."""
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"{p}: config file not found. Give the path of a YAML run config (see README.md).")
+        raise UserError(
+            f"{p}: config file not found. Give the path of a YAML run config (see docs/config-reference.md)."
+        )
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = str(resources.files("proctor") / "data")
+        text = p.read_text(encoding="utf-8").replace("${PROCTOR_DATA}", data)
+        raw = yaml.safe_load(text)
     except UnicodeDecodeError:
         raise UserError(f"{p}: the config is not UTF-8 text. Save it as UTF-8.") from None
     except yaml.YAMLError as e:
@@ -348,8 +495,10 @@ def load_config(path: str | Path) -> RunConfig:
         raise UserError(
             f"{p}: the config must be a YAML mapping with at least `protocol`, `corpus` and `models`."
         )
+    if overrides:
+        raw = apply_overrides(raw, overrides)
     try:
         with config_dir(p.parent.resolve()):
             return RunConfig.model_validate(raw)
     except ValidationError as e:
-        raise UserError(_format_validation_error(p, e)) from None
+        raise UserError(_format_validation_error(p, e, raw, overrides)) from None

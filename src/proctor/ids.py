@@ -20,8 +20,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, set | frozenset):
         return sorted(value, key=str)
     raise TypeError(
-        f"an id may be made of JSON values, pydantic models, dataclasses and sets, not {type(value).__name__}; "
-        "name the object (e.g. a candidate by its name) instead"
+        f"an id may be made of JSON values, pydantic models, dataclasses and sets, not "
+        f"{type(value).__name__}; name the object (e.g. a candidate by its name) instead"
     )
 
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from proctor import __version__
-from proctor.config import RunConfig, load_config
+from proctor.config import RunConfig, _describe_errors, load_config
 from proctor.errors import UserError
 from proctor.kit.context import RunContext
 from proctor.kit.progress import ProgressReporter
@@ -108,9 +109,14 @@ def run_config(
     out: str | Path = "runs",
     resume: bool = False,
     show_progress: bool = True,
+    limit: int | None = None,
 ) -> RunResult:
+    """Run `config` into a new folder under `out` (or with `resume` the latest of this config). `limit`:
+    every step runs at most its first `limit` distinct units (a smoke test; see `proctor run --limit`)."""
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     protocol = get_protocol(cfg.protocol)
+    if limit is not None and protocol.compose is not None:
+        raise UserError(f"--limit applies to one protocol's run, not a {cfg.protocol}; limit its members.")
     if protocol.compose is not None:
         composed: RunResult = protocol.compose(cfg, out=Path(out), resume=resume, show_progress=show_progress)
         return composed
@@ -126,9 +132,12 @@ def run_config(
 
         ensure_ray(cfg.ray)
     run_dir = run_dir_for(cfg, Path(out), resume)
+    if resume:
+        check_resumable(run_dir, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(run_dir / "proctor.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.addFilter(SecretFilter(secrets_of(cfg)))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     store: RunStore | None = None
@@ -138,7 +147,9 @@ def run_config(
             run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__
         )
         log.info("run %s (%s) started%s", run_dir.name, cfg.protocol, " (resumed)" if resume else "")
+        log.info("run folder: %s", run_dir.resolve())
         with ProgressReporter(store.live, enabled=show_progress) as progress:
+            progress.note(f"Run folder: {run_dir} (continue an interrupted run with --resume)")
             budget = Budget(cfg.budget_usd, store.spent_usd()) if cfg.budget_usd is not None else None
             ctx: RunContext[Any] = RunContext(
                 cfg,
@@ -149,7 +160,10 @@ def run_config(
                 np.random.default_rng(cfg.seed),
                 budget=budget,
                 roles_help=protocol.role_help(),
+                limit=limit,
             )
+            if limit is not None:
+                log.info("--limit %d: every step runs at most its first %d units", limit, limit)
 
             async def main() -> Result:
                 try:
@@ -159,6 +173,12 @@ def run_config(
                         await m.aclose()
 
             result = asyncio.run(main())
+        if limit is not None:
+            result.warnings = [
+                *result.warnings,
+                f"--limit {limit}: every step ran at most its first {limit} units; the figures describe that "
+                "subset. Run again with --resume and without --limit to complete the run.",
+            ]
         summary = write_result(cfg, store, run_dir, result, budget)
         store.export_jsonl(run_dir / "items.jsonl")
         store.export_parquet(run_dir / "items.parquet")
@@ -170,6 +190,9 @@ def run_config(
             write_report(run, run_dir / "report.html")
         log.info("run %s finished", run_dir.name)
         return RunResult(run_dir, summary, result)
+    except BaseException as e:
+        mark_failed(store, run_dir, e)
+        raise
     finally:
         # Checkpoint the WAL into run.sqlite and close: the run folder is complete the moment the run
         # ends, even while this process goes on (e.g. `proctor demo` running the next protocol).
@@ -177,6 +200,93 @@ def run_config(
             store.close()
         log.removeHandler(handler)
         handler.close()
+
+
+def mark_failed(store: RunStore | None, run_dir: Path, e: BaseException) -> None:
+    """A run that stopped on an error: `failed` in its store (`interrupted` for Ctrl-C) and the reason in
+    proctor.log — a user error as its one paragraph, anything else with its traceback."""
+    interrupted = isinstance(e, KeyboardInterrupt | asyncio.CancelledError)
+    status = "interrupted" if interrupted else "failed"
+    if isinstance(e, UserError):
+        log.error("run %s failed: %s", run_dir.name, e)
+    elif interrupted:
+        log.error("run %s interrupted; continue it with --resume", run_dir.name)
+    else:
+        log.error("run %s failed: %s: %s", run_dir.name, type(e).__name__, e, exc_info=e)
+    if store is None:
+        return
+    try:
+        store.finish_run(run_dir.name, status=status)
+        store.put_artifact("failure", {"status": status, "error": type(e).__name__, "message": str(e)})
+    except Exception as again:  # the store itself may be what failed; the log keeps the reason
+        log.error("run %s: could not mark the run %s in run.sqlite: %s", run_dir.name, status, again)
+
+
+def check_resumable(run_dir: Path, cfg: RunConfig) -> None:
+    """`--resume` continues `run_dir` only when the config stored in it still validates (proctor or a
+    protocol's options may have changed since) and is the config given now."""
+    import sqlite3
+
+    try:
+        store = RunStore(run_dir / "run.sqlite")
+        try:
+            info = store.run_info()
+        finally:
+            store.close()
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--resume: {run_dir}/run.sqlite cannot be read ({e}). Run without --resume to start a new run."
+        ) from None
+    stored = json.loads(info["config_json"]) if info and info.get("config_json") else None
+    problem = None
+    if not isinstance(stored, dict):
+        problem = "it holds no config"
+    else:
+        # Stored with the protocol's section as `settings`; validated as a config file holds it.
+        section = stored.pop("settings", None)
+        if section is not None:
+            stored[str(stored.get("protocol"))] = section
+        try:
+            if RunConfig.model_validate(stored).config_hash() != cfg.config_hash():
+                problem = "its config differs from the one given now"
+        except (ValidationError, UserError, ValueError) as e:
+            problem = "its config no longer validates: " + (
+                _describe_errors(e) if isinstance(e, ValidationError) else str(e)
+            )
+    if problem is not None:
+        raise UserError(
+            f"--resume: cannot continue {run_dir}: {problem}. Run without --resume to start a new run of "
+            f"this config (the call cache makes the calls already made free)."
+        )
+
+
+class SecretFilter(logging.Filter):
+    """Blank out secret values (API keys, header values read from the environment) from log lines."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            text = record.getMessage()
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            exc = record.exc_text or ""
+            for secret in self.secrets:
+                text, exc = text.replace(secret, "***"), exc.replace(secret, "***")
+            record.msg, record.args, record.exc_text = text, None, exc or None
+        return True
+
+
+def secrets_of(cfg: RunConfig) -> list[str]:
+    """The values of the environment variables the config names for keys and header values."""
+    names = [m.api_key_env for m in cfg.models.values() if m.api_key_env]
+    names += ["OPENAI_API_KEY"]  # what an openai/ model without api_key_env reads
+    for c in cfg.candidates:
+        if c.http is not None:
+            names += list(c.http.headers_env.values())
+    return [v for n in names if (v := os.environ.get(n))]
 
 
 def record_composed_run(cfg: RunConfig, run_dir: Path, result: Result) -> RunResult:

@@ -4,7 +4,8 @@ evaluated as it is, by every protocol that asks questions.
 
 Python callable contract: `fn(question, choices=None, conversation=None)` (sync or async; only the
 parameters it declares are passed) returns the answer text, or a dict `{"text": ..., "contexts": [...],
-"trace": {...}}` (`answer` is accepted for `text`).
+"trace": {...}}` (`answer` is accepted for `text`). In a config built in code, `python:` may be the
+function itself, or an object whose `answer` method keeps this contract.
 
 HTTP contract: `POST <url>` with JSON `{"question": str, "choices": [str] | null, "conversation":
 [{"role", "content"}] | null}`; the reply is JSON `{"text": str, "contexts": [str]?, "trace": {}?}`.
@@ -33,6 +34,7 @@ from proctor.corpus.types import Chunk
 from proctor.errors import StepError, UserError
 from proctor.models.base import Model
 from proctor.models.types import Message
+from proctor.python_ref import python_target
 
 ATTEMPTS = 3
 
@@ -118,13 +120,18 @@ def load_callable(ref: str, where: str) -> Callable[..., Any]:
 
 
 class PythonCandidate(ExternalCandidate):
+    """A user's function: imported from `ref` ('pkg.module:attr' or 'file.py:attr'), or given in code as
+    the function itself or an object whose `answer` method is called."""
+
     kind = "python"
 
-    def __init__(self, name: str, ref: str, where: str) -> None:
+    def __init__(self, name: str, ref: object, where: str) -> None:
         super().__init__(name)
-        self.fn = load_callable(ref, where)
-        if not callable(self.fn):
-            raise UserError(f"{where}: '{ref}' is not callable.")
+        obj = load_callable(ref, where) if isinstance(ref, str) else ref
+        try:
+            self.fn = python_target(obj)
+        except TypeError:
+            raise UserError(f"{where}: '{ref}' is not callable.") from None
         self.params = set(inspect.signature(self.fn).parameters)
 
     async def ask(
@@ -140,6 +147,8 @@ class PythonCandidate(ExternalCandidate):
                 value = await self.fn(**kwargs)
             else:
                 value = await asyncio.to_thread(self.fn, **kwargs)
+                if inspect.isawaitable(value):  # e.g. an object with an async __call__
+                    value = await value
         except Exception as e:  # the user's pipeline failing is recorded on the item, with the cause
             raise StepError(
                 f"the python candidate raised {type(e).__name__}: {e}", cause="candidate_error"

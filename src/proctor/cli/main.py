@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import yaml
@@ -14,12 +16,34 @@ from rich.table import Column, Table
 
 from proctor.errors import UserError
 
+if TYPE_CHECKING:
+    from proctor.config import RunConfig
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Measure what a model knows about your documents.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from proctor import __version__
+
+        out.print(f"proctor {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print proctor's version and exit"
+    ),
+) -> None:
+    """Measure what a model knows about your documents."""
+
+
 models_app = typer.Typer(no_args_is_help=True, help="Check the models a config names.")
 app.add_typer(models_app, name="models")
 # Off a terminal (CI logs, `| tee`, nohup) rich would wrap tables at 80 columns; there, lines are as long
@@ -28,19 +52,180 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 out = Console(width=None if sys.stdout.isatty() else 200)
 
 
+FAIL_UNDER_HELP = (
+    "gate: exit 1 when METRIC (or METRIC[SUBJECT]) is below VALUE, e.g. acc=0.8 (repeatable; see "
+    "docs/ci-gating.md)"
+)
+GATE_ON_HELP = "compare gates on the interval's lower bound (the default) or on the point value"
+DRY_RUN_HELP = (
+    "read the corpus and plan the run: print per step and role the model calls with a bound of their "
+    "tokens and cost; no model is asked"
+)
+LIMIT_HELP = (
+    "every step runs at most its first N units (questions written, answers, judgments, ...); later steps "
+    "work on what the limited ones produced"
+)
+SET_HELP = "override a config field, e.g. --set qa.num_questions=5 (VALUE is YAML; repeatable)"
+
+
+class GateOn(StrEnum):
+    lower_bound = "lower"
+    point = "value"
+
+
 @app.command()
 def run(
     config: Path = typer.Argument(..., help="YAML run config"),
     out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
     resume: bool = typer.Option(False, "--resume", help="continue the latest unfinished run of this config"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    fail_under: list[str] = typer.Option([], "--fail-under", metavar="METRIC=VALUE", help=FAIL_UNDER_HELP),
+    gate_on: GateOn | None = typer.Option(None, "--gate-on", help=GATE_ON_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
+    limit: int | None = typer.Option(None, "--limit", min=1, metavar="N", help=LIMIT_HELP),
+    sets: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help=SET_HELP),
 ) -> None:
-    """Run an evaluation; writes runs/<run_id>/ with run.sqlite, results.json, report.html."""
+    """Run an evaluation; writes runs/<run_id>/ with run.sqlite, results.json, report.html.
+
+    With gates (`--fail-under` or the config's `gates:`) it exits 1 when one fails, after the run."""
+    from proctor.config import load_config
+    from proctor.gates import parse_gate
     from proctor.runner import run_config
 
-    result = run_config(config, out=out_dir, resume=resume, show_progress=not quiet)
+    cfg = load_config(config, overrides=sets)
+    if dry_run:
+        _print_plan(cfg, limit)
+        return
+    for spec in fail_under:  # a mistyped gate is an error before the run, not after it
+        parse_gate(spec)
+    result = run_config(cfg, out=out_dir, resume=resume, show_progress=not quiet, limit=limit)
     _print_summary(result.summary)
     out.print(f"[bold green]Done.[/] Results in {result.run_dir}/ — report: {result.run_dir / 'report.html'}")
+    _gate(result.run_dir, fail_under, gate_on, required=False)
+
+
+def _print_plan(cfg: RunConfig, limit: int | None) -> None:
+    """The dry run's table and notes."""
+    from proctor.dry_run import dry_run
+
+    plan = dry_run(cfg, limit=limit)
+    t = Table(
+        *(Column(c, justify="right" if i >= 5 or i == 2 else "left") for i, c in enumerate(plan.columns))
+    )
+    for row in plan.rows():
+        t.add_row(*row)
+    total = plan.totals
+    t.add_row(
+        "total", "", "", "", "", str(total.calls), str(total.cached), f"{total.prompt_tokens:,}",
+        f"{total.completion_tokens:,}", f"${total.cost_usd:.4f}", style="bold",
+    )  # fmt: skip
+    out.print(f"[bold]Dry run[/] of {plan.config.run_name} ({plan.config.protocol}):", highlight=False)
+    out.print(t)
+    for note in plan.notes():
+        out.print(note, markup=False, highlight=False)
+
+
+def _gate(run_dir: Path, fail_under: list[str], gate_on: GateOn | None, *, required: bool) -> None:
+    """Check the run's gates (its config's `gates:` and `--fail-under`); exit 1 when one fails."""
+    from proctor.gates import check_gates, run_gates
+    from proctor.kit.record import load_run
+
+    with load_run(run_dir) as record:
+        gates = run_gates(record.config.gates, fail_under, gate_on.value if gate_on else None)
+        if not gates:
+            if required:
+                raise UserError(
+                    f"gate: no gates for {run_dir} — give --fail-under METRIC=VALUE (e.g. acc=0.8) or a "
+                    "`gates:` section in the run's config."
+                )
+            return
+        checks = check_gates(record, gates)
+    failed = [c for c in checks if not c.passed]
+    for c in checks:
+        if c.passed:
+            out.print(c.explain(), markup=False, highlight=False, soft_wrap=True)
+    for c in failed:
+        err.print(c.explain(), markup=False, highlight=False, soft_wrap=True, style="bold red")
+    if failed:
+        err.print(f"{len(failed)} of {len(checks)} gate check(s) failed.", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"[bold green]All {len(checks)} gate check(s) passed.[/]", highlight=False)
+
+
+@app.command()
+def gate(
+    run_dir: Path = typer.Argument(..., help="a run folder (runs/<run_id>)"),
+    fail_under: list[str] = typer.Option([], "--fail-under", metavar="METRIC=VALUE", help=FAIL_UNDER_HELP),
+    gate_on: GateOn | None = typer.Option(None, "--gate-on", help=GATE_ON_HELP),
+) -> None:
+    """Check gates on a finished run: exit 1 when a gate fails, 0 when all pass.
+
+    The gates are the run config's `gates:` section and every `--fail-under`."""
+    from proctor.gates import parse_gate
+
+    for spec in fail_under:
+        parse_gate(spec)
+    _gate(run_dir, fail_under, gate_on, required=True)
+
+
+@app.command("compare")
+def compare_runs(
+    run_a: Path = typer.Argument(..., help="the baseline run folder"),
+    run_b: Path = typer.Argument(..., help="the run folder to compare with it"),
+    fail_on_regression: bool = typer.Option(
+        False, "--fail-on-regression", help="exit 1 when run B is significantly below run A anywhere"
+    ),
+    alpha: float = typer.Option(0.05, "--alpha", help="significance level of the paired test"),
+) -> None:
+    """Compare two runs of one protocol item by item: per candidate (and judge; for a suite per candidate
+    and topic of the knowledge map) the paired difference B - A and McNemar's exact test."""
+    from proctor.gates import regressions
+
+    report = regressions(run_a, run_b, alpha=alpha)
+    t = Table(
+        "candidate",
+        *(["topic"] if report.protocol == "suite" else []),
+        "measure",
+        Column("n", justify="right"),
+        Column("A", justify="right"),
+        Column("B", justify="right"),
+        Column("B - A [95%]", justify="right"),
+        Column("lost/gained", justify="right"),
+        Column("p", justify="right"),
+        "",
+        title=f"{report.run_b} against {report.run_a}",
+    )
+    for r in report.rows:
+        d = r.delta
+        t.add_row(
+            r.candidate,
+            *([r.topic or ""] if report.protocol == "suite" else []),
+            r.measure,
+            str(d.n),
+            f"{d.a:.3f}",
+            f"{d.b:.3f}",
+            f"{d.delta:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]",
+            f"{d.lost}/{d.gained}",
+            f"{d.p_mcnemar:.3g}",
+            "regressed" if r.regressed else "",
+        )
+    out.print(t)
+    out.print(
+        f"{report.matched} paired outcome(s); {report.only_a} only in A, {report.only_b} only in B.",
+        highlight=False,
+    )
+    for note in report.notes:
+        err.print(f"[bold yellow]Note:[/] {note}", highlight=False)
+    found = report.regressions
+    if not found:
+        out.print(f"No significant drop (alpha {alpha:g}).", highlight=False)
+        return
+    head = "Regression" if fail_on_regression else "Significant drop"
+    for r in found:
+        err.print(f"[bold red]{head}:[/] ", end="")
+        err.print(r.explain(alpha), markup=False, highlight=False, soft_wrap=True)
+    if fail_on_regression:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -104,6 +289,8 @@ def models_check(config: Path = typer.Argument(..., help="YAML run config")) -> 
 @app.command()
 def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam")) -> None:
     """List the options of a protocol's config section (the YAML section named after it)."""
+    from rich.markup import escape
+
     from proctor.cli.options import option_rows, prose
     from proctor.kit.registry import get_protocol, protocol_names
 
@@ -120,14 +307,18 @@ def options(protocol: str = typer.Argument(..., help="a protocol name, e.g. exam
         out.print(f"  [cyan]roles.{role.name}[/]: {need}", highlight=False)
         out.print(f"      {role.description}", highlight=False, markup=False)
     out.print(f"\n[bold]{protocol}[/]  the `{protocol}:` section", highlight=False)
-    for name, kind, default, what in option_rows(cls, prefix=f"{protocol}."):
+    rows = option_rows(cls, prefix=f"{protocol}.")
+    for name, kind, default, what in rows:
+        # Names, types and defaults hold brackets (`members[i]`, `list[str]`): escaped, not read as markup.
         if kind == "section":
-            out.print(f"\n[bold]{name}[/]  {what}", highlight=False)
+            out.print(f"\n[bold]{escape(name)}[/]  {escape(what)}", highlight=False)
             continue
         value = f" = {default}" if default else ""
-        out.print(f"  [cyan]{name}[/]: {kind}{value}", highlight=False, markup=True)
+        out.print(f"  [cyan]{escape(name)}[/]: {escape(kind + value)}", highlight=False, markup=True)
         if what:
             out.print(f"      {what}", highlight=False, markup=False)
+    if any(kind.startswith("path") or " path" in kind for _, kind, _, _ in rows):
+        out.print("\npath: a file or folder; a relative path is relative to the config file's folder.")
 
 
 # `proctor demo` runs these, in this order: what proctor is for in under 10 minutes on 2 cores.
@@ -140,6 +331,7 @@ def demo(
     all_demos: bool = typer.Option(False, "--all", help="run every protocol's full demo (about 40 minutes)"),
     only: str = typer.Option("", "--only", help="comma-separated protocols whose full demos to run"),
     quiet: bool = typer.Option(False, "--quiet"),
+    dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
 ) -> None:
     """Run shipped demos on the fictional sample corpus with the embedded models, offline.
 
@@ -169,6 +361,9 @@ def demo(
         out.print(f"[bold]Demo: {name}[/]")
         with config_dir(path.parent):  # the demo's own files (seed questions, labels) sit beside it
             cfg = RunConfig.model_validate(yaml.safe_load(text))
+        if dry_run:
+            _print_plan(cfg, None)
+            continue
         result = run_config(cfg, out=out_dir, show_progress=not quiet)
         _print_summary(result.summary)
         reports.append(result.run_dir / "report.html")

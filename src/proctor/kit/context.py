@@ -23,6 +23,7 @@ from proctor.kit.progress import ProgressReporter
 from proctor.kit.steps import Judgment, Outcome, Payload, StepHost, run_steps
 from proctor.models.base import Model
 from proctor.models.recording import Budget
+from proctor.python_ref import python_label
 from proctor.store import RunStore
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class RunContext(Generic[S]):
     rng: np.random.Generator
     budget: Budget | None = None
     roles_help: str = ""  # the protocol's roles, for the error naming a role the config does not fill
+    limit: int | None = None  # `--limit N`: each step runs at most its first N distinct units
+    planning: bool = False  # a dry run: no model asked, see `proctor.kit.planning`
     _embedder: Embedder | None = field(default=None, repr=False)
     _corpus: Corpus | None = field(default=None, repr=False)
     _retrievers: dict[str, Retriever] = field(default_factory=dict, repr=False)
@@ -90,7 +93,12 @@ class RunContext(Generic[S]):
                 )
             from proctor.embeddings import get_embedder
 
-            self._embedder = get_embedder(self.config.embedder, cache_dir=self.config.cache_dir)
+            if self.planning:
+                from proctor.kit.planning import PlannedEmbedder
+
+                self._embedder = PlannedEmbedder(self.config.embedder)
+            else:
+                self._embedder = get_embedder(self.config.embedder, cache_dir=self.config.cache_dir)
         return self._embedder
 
     def retriever(self, kind: str) -> Retriever | None:
@@ -112,6 +120,12 @@ class RunContext(Generic[S]):
         from proctor.candidates.kinds import AgentCandidate, HttpCandidate, PythonCandidate
 
         where = f"candidates[{self.config.candidates.index(c)}]" if c in self.config.candidates else c.name
+        if self.planning and c.kind in ("python", "http"):
+            from proctor.kit.planning import PlannedCandidate
+
+            if c.python is not None:
+                PythonCandidate(c.name, c.python, f"{where}.python")  # a bad import path fails the plan too
+            return PlannedCandidate(c.name, self.candidate_label(c))
         if c.python is not None:
             return PythonCandidate(c.name, c.python, f"{where}.python")
         if c.http is not None:
@@ -142,8 +156,8 @@ class RunContext(Generic[S]):
 
     def candidate_label(self, c: CandidateConfig) -> str:
         """What the candidate is, for tables: the model spec (with the workflow for agents), or the kind."""
-        if c.python:
-            return f"python:{c.python}"
+        if c.python is not None and c.kind == "python":
+            return f"python:{python_label(c.python)}"
         if c.http:
             return f"http:{c.http.url}"
         spec = self.config.models[c.model].spec if c.model else "?"
@@ -225,7 +239,7 @@ class RunContext(Generic[S]):
 
     def _host(self) -> StepHost:
         models = frozenset(m.identity_hash() for m in self.models.values())
-        return StepHost(self.store, self.progress, self.budget, models)
+        return StepHost(self.store, self.progress, self.budget, models, self.limit)
 
 
 def successes(outcomes: Sequence[Outcome[U, P]]) -> list[P]:

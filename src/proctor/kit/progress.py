@@ -1,5 +1,10 @@
 """Progress for long work: rich bars with ETA on a terminal; plain lines elsewhere (CI logs, `nohup`,
-`| tee`), where bars would print nothing for minutes. Both show live calls, tokens and cost."""
+`| tee`), where bars would print nothing for minutes. Both show live calls, tokens and cost; a plain
+line also carries the wall-clock time, the stage's elapsed time and its ETA, so a log read later says
+when and how far a run got:
+
+    2025-01-31 14:02:11 answering: 40/120 · elapsed 0:01:05 · ETA 0:02:10 · calls 52 (cached 0, ...) ...
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,21 @@ from rich.progress import (
 from rich.text import Text
 
 LINE_INTERVAL_S = 10.0  # off a terminal: at most one line per stage this often (plus start and end)
+
+
+def clock_text(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
+    s = max(0, round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def eta_text(done: int, total: int, elapsed: float) -> str:
+    """Time left at the stage's rate so far: "?" before the first unit is done, 0:00:00 when finished."""
+    if done >= total:
+        return clock_text(0)
+    if done <= 0 or elapsed <= 0:
+        return "?"
+    return clock_text(elapsed / done * (total - done))
 
 
 def usage_text(live: dict[str, Any]) -> str:
@@ -65,13 +85,22 @@ class ProgressReporter:
     def stage(self, description: str, total: int) -> Stage:
         return Stage(self, description, total)
 
-    def line(self, description: str, done: int, total: int) -> None:
+    def line(self, description: str, done: int, total: int, elapsed: float = 0.0) -> None:
+        """One plain progress line: time, stage, units done, elapsed, ETA, live usage."""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time()))
         self.console.print(
-            f"{description}: {done}/{total} · {usage_text(self.live)}",
+            f"{stamp} {description}: {done}/{total} · elapsed {clock_text(elapsed)} · "
+            f"ETA {eta_text(done, total, elapsed)} · {usage_text(self.live)}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+
+    def note(self, text: str) -> None:
+        """A line of its own (e.g. the run folder at the start), on a terminal and off it; silent when
+        disabled."""
+        if self.enabled:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 class Stage:
@@ -81,7 +110,7 @@ class Stage:
         self._total = total
         self._done = 0
         self._task = reporter._progress.add_task(description, total=total)
-        self._last_line = time.monotonic()
+        self._started = self._last_line = time.monotonic()
         if reporter.plain and total:
             reporter.line(description, 0, total)
 
@@ -92,9 +121,10 @@ class Stage:
         now = time.monotonic()
         if r.plain and self._done < self._total and now - self._last_line >= LINE_INTERVAL_S:
             self._last_line = now
-            r.line(self._description, self._done, self._total)
+            r.line(self._description, self._done, self._total, now - self._started)
 
     def finish(self) -> None:
         """The stage's work is over (also when it had nothing to do)."""
         if self._reporter.plain and self._total:
-            self._reporter.line(self._description, self._done, self._total)
+            elapsed = time.monotonic() - self._started
+            self._reporter.line(self._description, self._done, self._total, elapsed)

@@ -9,6 +9,7 @@ sits in the same package. Adding a protocol touches no shared file.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import pkgutil
@@ -118,7 +119,9 @@ def get_protocol(name: str) -> Protocol[Any]:
     if name in _REGISTERED:
         return _REGISTERED[name]
     if name not in protocol_names():
-        raise ValueError(f"unknown protocol '{name}'; choose one of {', '.join(protocol_names())}")
+        close = difflib.get_close_matches(name, protocol_names(), n=1, cutoff=0.6)
+        hint = f" — did you mean '{close[0]}'?" if close else ""
+        raise ValueError(f"unknown protocol '{name}'{hint}; choose one of {', '.join(protocol_names())}")
     declared = getattr(importlib.import_module(f"proctor.protocols.{name}"), "PROTOCOL", None)
     if not isinstance(declared, Protocol):
         raise TypeError(f"proctor.protocols.{name} must define PROTOCOL = Protocol(...)")

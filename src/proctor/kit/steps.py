@@ -23,6 +23,7 @@ from proctor.dependencies import collecting
 from proctor.errors import StepError, is_final
 from proctor.kit.keys import still_valid
 from proctor.kit.progress import ProgressReporter
+from proctor.models.planning import active_planner, planning_step
 from proctor.models.recording import Budget, call_scope, current_scope
 from proctor.store import RunStore
 
@@ -163,6 +164,7 @@ class StepHost:
     progress: ProgressReporter
     budget: Budget | None
     models: frozenset[str]
+    limit: int | None = None  # `--limit N`: a step runs at most its first N distinct units
 
 
 async def run_steps(
@@ -180,6 +182,8 @@ async def run_steps(
     if judge is None and not output.KIND:
         raise TypeError(f"{output.__name__} needs a KIND (the item kind it is stored as)")
     keys = [key(u) for u in units]
+    if ctx.limit is not None:
+        units, keys = _first_distinct(units, keys, ctx.limit)
     models = set(ctx.models)
     settled: dict[str, tuple[T | None, Failure | None]] = {}
     todo: dict[str, U] = {}
@@ -195,12 +199,16 @@ async def run_steps(
             if partial is not None:
                 partials[k] = partial
     stage = ctx.progress.stage(description, len(todo))
+    planner = active_planner()
+    if planner is not None:
+        planner.begin_step(description, len(todo))
 
     async def one(k: str, u: U) -> None:
         unit_role = role(u) if callable(role) else role
         with (
             collecting() as deps,
             call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget),
+            planning_step(description),
         ):
             partial: dict[str, Any] | None = None
 
@@ -227,6 +235,17 @@ async def run_steps(
     await asyncio.gather(*(one(k, u) for k, u in todo.items()))
     stage.finish()
     return [Outcome(u, k, *settled[k]) for u, k in zip(units, keys, strict=True)]
+
+
+def _first_distinct(units: list[U], keys: list[str], limit: int) -> tuple[list[U], list[str]]:
+    """The units whose keys are among the first `limit` distinct keys, in order (`--limit`)."""
+    allowed: set[str] = set()
+    for k in keys:
+        if len(allowed) >= limit:
+            break
+        allowed.add(k)
+    kept = [(u, k) for u, k in zip(units, keys, strict=True) if k in allowed]
+    return [u for u, _ in kept], [k for _, k in kept]
 
 
 # What the running unit stored when it last failed transiently (see `resumed_partial`).

@@ -8,13 +8,15 @@ multiple-choice options) take the same path: they are a request with `Generation
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from proctor.dependencies import note_model
 from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.models.cache import CallCache, cache_key
-from proctor.dependencies import note_model
+from proctor.models.planning import active_planner
 from proctor.models.recording import CallRecord, current_scope
 from proctor.models.retry import RetryableError, RetryPolicy
 from proctor.models.structured import ParseError, parse_json, reask_message
@@ -28,6 +30,8 @@ from proctor.models.types import (
     ToolCallRequest,
     Usage,
 )
+
+log = logging.getLogger("proctor.models")
 
 # Scored once per model (per cache) to learn whether its server returns prompt logprobs.
 PROBE_TEXT = "Question: What is the capital of France?\nAnswer: Paris"
@@ -102,6 +106,30 @@ def _reply_from_json(d: dict[str, Any]) -> RawReply:
         logprobs=None if lps is None else [TokenLogprob(**t) for t in lps],
         tool_calls=tuple(ToolCallRequest(**c) for c in d.get("tool_calls") or []),
     )
+
+
+def _where(scope: Any) -> str:
+    """The unit a call belonged to, for a log line: " (role judge, item <key>)"."""
+    parts = [f"role {scope.role}"] if scope.role else []
+    if scope.item_key:
+        parts.append(f"item {scope.item_key}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _log_retry(spec: str, scope: Any, e: RetryableError, attempt: int, attempts: int, wait: float) -> None:
+    """One line per retry; a rate limit says so, with the wait the server asked for. Messages are the
+    provider's (status and body excerpt) — never request headers, so no API key."""
+    if e.status == 429:
+        asked = f"Retry-After {e.retry_after:g}s, " if e.retry_after is not None else ""
+        log.warning(
+            "%s: rate limited (HTTP 429)%s; attempt %d of %d failed, %swaiting %.1fs",
+            spec, _where(scope), attempt, attempts, asked, wait,
+        )  # fmt: skip
+    else:
+        log.warning(
+            "%s: %s%s; attempt %d of %d failed, retrying in %.1fs: %s",
+            spec, e.cause, _where(scope), attempt, attempts, wait, e,
+        )  # fmt: skip
 
 
 class Model:
@@ -201,11 +229,19 @@ class Model:
                     parsed = parse_json(reply.text, json_schema)
                 except ParseError as e:
                     if attempt == self.max_reasks:
+                        log.warning(
+                            "%s: reply did not match the JSON schema after %d tries%s: %s",
+                            self.spec, attempt + 1, _where(current_scope()), e,
+                        )  # fmt: skip
                         raise StructuredOutputError(
                             f"{self.spec}: reply did not match the JSON schema after {attempt + 1} tries: "
                             f"{e}",
                             raw=reply.text,
                         ) from None
+                    log.info(
+                        "%s: reply did not match the JSON schema%s; re-asking (%d of %d): %s",
+                        self.spec, _where(current_scope()), attempt + 1, self.max_reasks, e,
+                    )  # fmt: skip
                     convo = [
                         *convo,
                         {"role": "assistant", "content": reply.text},
@@ -280,7 +316,7 @@ class Model:
                 if e.cause != "unsupported":
                     raise
                 ok = False
-            if self.cache is not None:
+            if self.cache is not None and active_planner() is None:
                 self.cache.put(key, {"supported": ok})
         self._prompt_logprobs_ok = ok
         return ok
@@ -307,7 +343,7 @@ class Model:
             ok, note = bool(hit["supported"]), str(hit.get("note") or "")
         else:
             ok, note = await self._probe_tools()
-            if self.cache is not None:
+            if self.cache is not None and active_planner() is None:
                 self.cache.put(key, {"supported": ok, "note": note})
         self._tools_ok, self.tools_note = ok, note
         return ok
@@ -390,6 +426,14 @@ class Model:
     async def _request(
         self, key: str, scope: Any, messages: list[Message], params: GenerationParams
     ) -> tuple[RawReply, bool, float]:
+        planner = active_planner()
+        if planner is not None:  # a dry run: tallied and answered by a placeholder, nothing sent or cached
+            repeat = planner.repeat(key)
+            reply = repeat or planner.placeholder(key, messages, params)
+            self._record(scope, reply.usage, 0.0, cached=repeat is not None, attempts=0)
+            if repeat is None and params.json_schema is not None:
+                planner.tally(scope.role, self.spec).reasks += self.max_reasks
+            return reply, repeat is not None, 0.0
         attempts = 0
         last: RetryableError | None = None
         started = time.perf_counter()
@@ -411,10 +455,14 @@ class Model:
                 last = e
                 if attempts > self.retry.max_retries:
                     break
-                await asyncio.sleep(self.retry.delay(attempts - 1, e.retry_after))
+                wait = self.retry.delay(attempts - 1, e.retry_after)
+                _log_retry(self.spec, scope, e, attempts, self.retry.max_retries + 1, wait)
+                await asyncio.sleep(wait)
                 continue
             except ModelCallError as e:
                 self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=e.cause)
+                if e.cause not in ("unsupported", "budget"):  # a probe's "no" is an answer; budget: said once
+                    log.warning("%s: call failed (%s)%s: %s", self.spec, e.cause, _where(scope), e)
                 raise
             if self.cache is not None:
                 self.cache.put(key, _reply_to_json(reply))
@@ -422,6 +470,9 @@ class Model:
             return reply, False, took
         assert last is not None
         self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=last.cause)
+        log.error(
+            "%s: gave up after %d attempts (%s)%s: %s", self.spec, attempts, last.cause, _where(scope), last
+        )
         raise ModelCallError(
             f"{self.spec}: gave up after {attempts} attempts ({last.cause}): {last}",
             cause=last.cause,
@@ -432,6 +483,16 @@ class Model:
         self, scope: Any, usage: Usage, latency: float, cached: bool, attempts: int, error: str | None = None
     ) -> None:
         cost = self.prices.cost(usage)
+        planner = active_planner()
+        if planner is not None:
+            tally = planner.tally(scope.role, self.spec)
+            if cached:
+                tally.cached += 1
+            else:
+                tally.calls += 1
+                tally.prompt_tokens += usage.prompt_tokens
+                tally.completion_tokens += usage.completion_tokens
+                tally.cost_usd += cost
         if scope.budget is not None and not cached:
             scope.budget.spent_usd += cost
         if scope.recorder is None:

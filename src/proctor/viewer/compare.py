@@ -89,12 +89,36 @@ def outcomes(run: RunRecord) -> Iterator[tuple[str, Outcome]]:
         else:
             continue
         cand = o.candidate
-        match = (
-            f"{o.kind}|{cand}|{o.question_id}"
-            if cand is not None and o.question_id is not None
-            else o.item_key
-        )
+        match = match_key(o.kind, cand, o.question_id, o.item_key)
         yield f"{match}|{o.judge}", Outcome(o.item_key, cand or "", o.judge, ok, o.title)
+
+
+def match_key(kind: str, candidate: str | None, question_id: str | None, item_key: str) -> str:
+    """What identifies an item across two runs: `kind|candidate|question_id` when the item names both
+    (a changed model behind the same candidate name still matches), else its content-derived key."""
+    if candidate is not None and question_id is not None:
+        return f"{kind}|{candidate}|{question_id}"
+    return item_key
+
+
+def paired_delta(candidate: str, judge: str, va: np.ndarray, vb: np.ndarray) -> PairedDelta:
+    """The paired comparison of one group's 0/1 outcomes in run A (`va`) and run B (`vb`, same order):
+    the means, their difference with a bootstrap interval, and McNemar's exact test."""
+    gained, lost = int((~va & vb).sum()), int((va & ~vb).sum())
+    lo, hi = paired_interval(va, vb)
+    return PairedDelta(
+        candidate=candidate,
+        judge=judge,
+        n=len(va),
+        a=float(va.mean()),
+        b=float(vb.mean()),
+        delta=float(vb.mean() - va.mean()),
+        lo=lo,
+        hi=hi,
+        gained=gained,
+        lost=lost,
+        p_mcnemar=mcnemar_exact(gained, lost),
+    )
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, *, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
@@ -168,23 +192,7 @@ def compare(run_a: str, record_a: RunRecord, run_b: str, record_b: RunRecord) ->
     for (cand, judge), keys in sorted(groups.items()):
         va = np.array([a[k].correct for k in keys], dtype=bool)
         vb = np.array([b[k].correct for k in keys], dtype=bool)
-        gained, lost = int((~va & vb).sum()), int((va & ~vb).sum())
-        lo, hi = paired_interval(va, vb)
-        cmp.deltas.append(
-            PairedDelta(
-                candidate=cand,
-                judge=judge,
-                n=len(keys),
-                a=float(va.mean()),
-                b=float(vb.mean()),
-                delta=float(vb.mean() - va.mean()),
-                lo=lo,
-                hi=hi,
-                gained=gained,
-                lost=lost,
-                p_mcnemar=mcnemar_exact(gained, lost),
-            )
-        )
+        cmp.deltas.append(paired_delta(cand, judge, va, vb))
         for k in keys:
             if a[k].correct != b[k].correct:
                 cmp.flips_total += 1

@@ -56,6 +56,7 @@ class RunSummary:
     candidates: list[str] = field(default_factory=list)
     headlines: list[MetricRecord] = field(default_factory=list)
     has_report: bool = False
+    failure: str | None = None  # why a failed (or interrupted) run stopped
 
 
 HEADLINE_LIMIT = 8
@@ -95,7 +96,16 @@ def summarize(folder: Path) -> RunSummary:
             candidates=candidate_names(run),
             headlines=run.headline_metrics(HEADLINE_LIMIT),
             has_report=(folder / "report.html").is_file(),
+            failure=_failure(run) if info and info.status in ("failed", "interrupted") else None,
         )
+
+
+def _failure(run: RunRecord) -> str | None:
+    """The message the runner stored when the run stopped on an error."""
+    data = run.artifact_data("failure")
+    if not isinstance(data, dict):
+        return None
+    return str(data.get("message") or data.get("error") or "") or None
 
 
 def list_runs(root: Path) -> list[RunSummary]:

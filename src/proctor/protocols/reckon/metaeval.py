@@ -86,7 +86,7 @@ def load_labels(path_str: str) -> Labels:
     if not path.is_file():
         raise UserError(
             f"reckon.human_labels: file '{path}' not found. Give the path (absolute, or relative to the "
-            f"config file's folder) of a JSONL label file; see the reckon section of README.md for "
+            f"config file's folder) of a JSONL label file; see docs/protocols/reckon.md for "
             f"its format."
         )
     out = Labels()

@@ -12,7 +12,8 @@ from proctor.errors import UserError
 from proctor.kit.registry import get_protocol
 from proctor.protocols.suite.config import Config, Member
 
-SHARED_EXCLUDE = {"protocol", "name", "roles", "settings"}
+# What a member does not take from the suite (the suite's gates are on its own metrics).
+SHARED_EXCLUDE = {"protocol", "name", "roles", "settings", "gates"}
 
 
 def member_where(i: int, m: Member) -> str:
@@ -30,6 +31,8 @@ def member_config(cfg: RunConfig, i: int, m: Member) -> RunConfig:
     if missing:
         raise UserError(f"{where}: {missing}. Add it to the suite's `roles` or to the member's `roles`.")
     shared: dict[str, Any] = cfg.model_dump(mode="json", exclude=SHARED_EXCLUDE)
+    # Candidates as objects: one given in code (a function, an object with `answer()`) stays itself.
+    shared["candidates"] = [c.model_dump() for c in cfg.candidates]
     settings = m.settings.model_dump(mode="json") if m.settings is not None else {}
     data = {
         **shared,
