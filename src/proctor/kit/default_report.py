@@ -4,9 +4,8 @@ It reads the run record only: headline estimates (every `Estimate` in the protoc
 by its path), one table per item kind with the payload's fields as columns, and failures by kind and
 cause (items and judgments). Long text is shortened for the table; all of it is escaped by the template.
 
-A run whose result cannot be read typed — its protocol is no longer installed, or its results no longer
-fit the protocol's result model — still shows its estimates: every `{value, lo, hi, n}` mapping in the
-stored results, named by its path.
+A run whose result cannot be read typed — its results no longer fit the protocol's result model — still
+shows its estimates: the stored results are read openly (`OpenResult`), as for a protocol not installed.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from proctor.kit.record import Run
-from proctor.kit.result import Result, named_estimates
+from proctor.kit.result import OpenResult, named_estimates
 from proctor.report._env import render_template
 from proctor.store.record import ItemRecord, RunRecord
 
@@ -69,28 +68,21 @@ def _failures(run: RunRecord) -> list[dict[str, Any]]:
     ]
 
 
-def _stored_estimates(node: Any, path: str = "") -> list[dict[str, Any]]:
-    """Every estimate-shaped mapping in stored results, depth first, named by its path."""
-    if not isinstance(node, dict):
-        return []
-    if {"value", "lo", "hi", "n"} <= set(node):
-        return [{"name": path or "(result)", **node}]
-    out: list[dict[str, Any]] = []
-    for k, v in node.items():
-        if k not in ("usage", "table"):
-            out.extend(_stored_estimates(v, f"{path}.{k}" if path else str(k)))
-    return out
+def _estimates(run: RunRecord, result: BaseModel | None) -> list[dict[str, Any]]:
+    """The result's estimates by path; for results that do not fit the protocol's model (another version
+    of it, or a protocol not installed here) the stored results read openly."""
+    if result is None:
+        try:
+            result = OpenResult.model_validate(run.artifact_data("summary") or {})
+        except ValidationError:
+            return []
+    return [{"name": name, **e.model_dump()} for name, e in named_estimates(result)]
 
 
 def default_context(run: RunRecord, result: BaseModel | None) -> dict[str, Any]:
-    """`result`: the run's typed result; None (or the base `Result` of a protocol no longer installed)
-    reads the estimates from the stored results instead."""
-    if result is not None and type(result) is not Result:
-        estimates = [{"name": name, **e.model_dump()} for name, e in named_estimates(result)]
-    else:
-        estimates = _stored_estimates(run.artifact_data("summary"))
+    """`result`: the run's typed result, or None when it could not be read typed."""
     return {
-        "estimates": estimates,
+        "estimates": _estimates(run, result),
         "tables": _item_tables(run),
         "failures": _failures(run),
         "max_rows": MAX_ROWS,
