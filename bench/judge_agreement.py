@@ -43,11 +43,11 @@ from typing import Any
 
 from proctor.judging.equivalence import GUARD_METHODS, veto
 from proctor.judging.llm import OWN_VERDICT, JudgeStyle
+from proctor.kit.shared.answers import AnswerItem
+from proctor.kit.shared.judges import GUARDED_THRESHOLD, Combine, Panel, judge_answer
 from proctor.metaeval.agreement import agreement
 from proctor.models import get_model
 from proctor.models.base import Model
-from proctor.kit.shared.answers import AnswerItem
-from proctor.kit.shared.judges import GUARDED_THRESHOLD, Combine, Panel, judge_answer
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "judge_labels.jsonl"
