@@ -9,7 +9,7 @@ steps (`proctor.kit.shared`: writing questions, answering, judging).
 from proctor.kit.context import RunContext, successes
 from proctor.kit.registry import Protocol, Role, get_protocol, register_protocol
 from proctor.kit.result import Artifact, Metric, Result
-from proctor.kit.steps import Judgment, Outcome, Payload, read_items
+from proctor.kit.steps import Judgment, Outcome, Payload
 
 __all__ = [
     "Artifact",
@@ -22,7 +22,6 @@ __all__ = [
     "Role",
     "RunContext",
     "get_protocol",
-    "read_items",
     "register_protocol",
     "successes",
 ]

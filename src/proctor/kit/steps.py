@@ -33,7 +33,8 @@ T = TypeVar("T", bound="Payload")
 
 class Payload(BaseModel):
     """The typed data of a stored item. `KIND` is the item kind in the store; reports read items back
-    with `read_items(store, Model)`, so renaming a field is a type error, not a silently empty table."""
+    with `Run.payloads(Model)` (`proctor.load_run`), so renaming a field is a type error, not a silently
+    empty table."""
 
     model_config = ConfigDict(extra="ignore")
     KIND: ClassVar[str] = ""
@@ -284,11 +285,3 @@ def current_key() -> str:
     if key is None:
         raise RuntimeError("current_key() is only known inside a step run by ctx.map or ctx.judge")
     return key
-
-
-def read_items(store: RunStore, output: type[T]) -> list[tuple[str, T]]:
-    """Every done item of `output.KIND`, typed, in insertion order (for reports and later stages)."""
-    out = []
-    for it in store.items(output.KIND, status="done"):
-        out.append((it["key"], output.model_validate(it["data"])))
-    return out
