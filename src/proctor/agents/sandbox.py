@@ -84,7 +84,8 @@ for f in program.py boot.py; do
 done
 mount -t tmpfs -o size=64k,mode=755,nosuid none "$R/dev"
 for n in null zero full random urandom; do touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; done
-mkdir "$R/dev/shm"; mount -t tmpfs -o "size=$SIZE,mode=1777,nosuid,nodev" none "$R/dev/shm"
+mkdir "$R/dev/shm"; mount -o remount,ro "$R/dev"
+mount -t tmpfs -o "size=$SIZE,mode=1777,nosuid,nodev" none "$R/dev/shm"
 cd "$R"; pivot_root . old; cd /
 umount -l /old; rmdir /old
 mount -o remount,bind,ro /
@@ -144,17 +145,19 @@ def _interpreter() -> str:
 
 def _bwrap_cmd(hostdir: str, python: str, disk_bytes: int) -> list[str]:
     """Every writable place is a tmpfs of `disk_bytes` (/dev/shm too: not the host's, nor the unbounded
-    one `--dev` makes); the program and the boot file are bound read-only into /work."""
+    /dev that `--dev` makes, which is made read-only); the program and the boot file are bound read-only
+    into /work."""
     size = str(disk_bytes)
     cmd = [
         "bwrap", "--unshare-all", "--new-session", "--die-with-parent",
         "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
-        "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
+        "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--size", size, "--tmpfs", "/tmp",
         "--size", size, "--tmpfs", "/work",
         "--ro-bind", f"{hostdir}/program.py", "/work/program.py",
         "--ro-bind", f"{hostdir}/boot.py", "/work/boot.py",
         "--chdir", "/work",
     ]  # fmt: skip
+    tail = ["--remount-ro", "/"]  # bubblewrap's own root is an unbounded tmpfs: nothing may write it
     for top in ("/bin", "/lib", "/lib64", "/lib32", "/sbin"):
         p = Path(top)
         if p.is_symlink():
@@ -164,7 +167,7 @@ def _bwrap_cmd(hostdir: str, python: str, disk_bytes: int) -> list[str]:
     if not python.startswith("/usr/"):  # no system Python: show this interpreter's prefix, read-only
         prefix = str(Path(python).resolve().parent.parent)
         cmd += ["--ro-bind", prefix, prefix]
-    return cmd
+    return cmd + tail
 
 
 def _wrap(tier: Tier, hostdir: str, python: str, disk_bytes: int) -> list[str]:

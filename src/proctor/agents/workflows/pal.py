@@ -93,6 +93,7 @@ async def pal(
             step.observation = step.error
             return step
         result = await run_program(code, toolbox=toolbox, limits=limits, tier=tier, allow_unsafe=unsafe)
+        settings["sandbox_enforced"] = result.enforced  # what this machine actually bounded, per limit
         step.action, step.arguments = "program", {"code": code}
         step.tool_calls = result.tool_calls
         if result.ok and result.answer is not None:
