@@ -1,25 +1,29 @@
 """A sandbox for model-written programs (PAL): never run generated code anywhere else.
 
-A program runs in a subprocess of the system Python (`python -I -S`) with resource limits (CPU seconds,
-address space, file size, open files, processes), a fresh temporary directory as its only writable place
-(deleted afterwards), an empty environment (no API keys), no network, and a wall-clock kill of its whole
-process group. As root, each run gets a uid of its own from an unused range, so the process limit counts
-that run's processes only (root is exempt from RLIMIT_NPROC, and a shared `nobody` would make concurrent
-runs eat each other's allowance) and runs cannot signal each other. Isolation comes in tiers, probed once
-per process and recorded in the run:
+A program runs in a subprocess of the system Python (`python -I -S`), bounded as a whole: a control group
+of its own where the machine lets us make one (memory over all its processes, tmpfs included, and their
+number; `sandbox_cgroup`), else per-process rlimits; size-limited tmpfs mounts as its only writable places
+(/work, /tmp, /dev/shm); CPU seconds, file size and open files per process; an empty environment (no API
+keys), no network, no terminal, and a wall-clock kill of everything it started. As root, each run also
+gets a uid of its own from an unused range (root is exempt from RLIMIT_NPROC, and runs cannot signal each
+other). Every result says how each limit was enforced (`SandboxResult.enforced`). Isolation comes in
+tiers, probed once per process and recorded in the run:
 
 * `bubblewrap` — `bwrap --unshare-all --new-session --die-with-parent`: new user, pid, network, IPC, UTS
   and cgroup namespaces. The program sees exactly: `/usr` (read-only: the system Python and its standard
   library), `/bin`, `/sbin`, `/lib*` (read-only, or the symlinks into /usr), a fresh `/proc` (its own
-  processes only), a minimal `/dev`, an empty private `/tmp`, and its temporary directory as `/work`
-  (writable, the working directory). Not /etc, /root, /home, /var, the host's /tmp or /work, the project,
-  its virtualenv or any secret in them.
-* `unshare` — `unshare --net --pid --fork --kill-child --mount-proc --ipc --uts --map-root-user`: no
-  network, its own pid namespace (whatever it spawns dies with it; /proc shows its processes only), IPC
-  and host name. The host's file system stays visible with the permissions of an unprivileged uid:
-  world-readable files can be read, world-writable places (the host's /tmp) written. When only
-  `--net --map-root-user` works, the tier says so in `unshare_args`.
+  processes only), a minimal read-only `/dev`, and the sized tmpfs mounts, its program bound read-only
+  into /work; the root is read-only. Not /etc, /root, /home, /var, the host's /tmp, the project, its
+  virtualenv or any secret in them.
+* `unshare` — `unshare --net --pid --fork --kill-child --mount --ipc --uts --map-root-user`, then a root
+  built like bubblewrap's (`_UNSHARE_ROOT`: read-only binds, its own /proc, /dev without a terminal, the
+  sized tmpfs mounts), `pivot_root` into it with the host's tree detached, and the program exec'd without
+  capabilities (it cannot unmount /proc or enter other namespaces). Where that cannot be built the tier
+  is unavailable (install bubblewrap), never a weaker one.
 * `none` — refused unless the config says `sandbox: unsafe_local`.
+
+The run's host folder only holds the program and the boot file, and is removed without following links
+(`sandbox_cleanup.remove_tree`) after every process of the program is killed.
 
 Tools reach the program as plain functions (`sandbox_boot.py` defines them); each call is one JSON line on
 an inherited pipe to the parent, which validates it, runs the real tool (recorded as a `ToolCall`) and
@@ -65,11 +69,12 @@ UNSHARE_FULL = ("--net", "--pid", "--fork", "--kill-child", "--mount", "--ipc", 
 # read-only binds of /usr and the /lib dirs, its own /proc (its pid namespace), size-limited tmpfs for /work,
 # /tmp and /dev/shm, a /dev of four devices (no tty); pivot_root into it, detach the host's tree, and exec
 # the program with no capabilities left (so it can neither unmount /proc nor enter other namespaces).
-# $1: the run's host folder (holding root/, program.py, boot.py); $2: tmpfs size in bytes; then the argv.
+# $1: the run's host folder (holding root/, program.py, boot.py); $2, $3: size and inodes of each tmpfs;
+# then the program's argv.
 _UNSHARE_ROOT = r"""
 set -eu
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-T="$1"; SIZE="$2"; shift 2; R="$T/root"
+T="$1"; SIZE="$2"; INODES="$3"; shift 3; R="$T/root"
 mount -t tmpfs -o size=1m,mode=755 none "$R"
 for d in usr bin lib lib64 lib32 sbin; do
   if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$R/$d"
@@ -77,15 +82,15 @@ for d in usr bin lib lib64 lib32 sbin; do
 done
 mkdir "$R/proc" "$R/work" "$R/tmp" "$R/dev" "$R/old"
 mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
-mount -t tmpfs -o "size=$SIZE,mode=1777,nosuid,nodev" none "$R/tmp"
-mount -t tmpfs -o "size=$SIZE,mode=755,nosuid,nodev" none "$R/work"
+mount -t tmpfs -o "size=$SIZE,nr_inodes=$INODES,mode=1777,nosuid,nodev" none "$R/tmp"
+mount -t tmpfs -o "size=$SIZE,nr_inodes=$INODES,mode=755,nosuid,nodev" none "$R/work"
 for f in program.py boot.py; do
   touch "$R/work/$f"; mount --bind "$T/$f" "$R/work/$f"; mount -o remount,bind,ro "$R/work/$f"
 done
 mount -t tmpfs -o size=64k,mode=755,nosuid none "$R/dev"
 for n in null zero full random urandom; do touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; done
 mkdir "$R/dev/shm"; mount -o remount,ro "$R/dev"
-mount -t tmpfs -o "size=$SIZE,mode=1777,nosuid,nodev" none "$R/dev/shm"
+mount -t tmpfs -o "size=$SIZE,nr_inodes=$INODES,mode=1777,nosuid,nodev" none "$R/dev/shm"
 cd "$R"; pivot_root . old; cd /
 umount -l /old; rmdir /old
 mount -o remount,bind,ro /
@@ -174,7 +179,8 @@ def _wrap(tier: Tier, hostdir: str, python: str, disk_bytes: int) -> list[str]:
     if tier == "bubblewrap":
         return _bwrap_cmd(hostdir, python, disk_bytes)
     if tier == "unshare":
-        return ["unshare", *UNSHARE_FULL, "sh", "-c", _UNSHARE_ROOT, "sh", hostdir, str(disk_bytes)]
+        inodes = str(max(1024, disk_bytes // 4096))  # one per page of the size: no flood of empty files
+        return ["unshare", *UNSHARE_FULL, "sh", "-c", _UNSHARE_ROOT, "sh", hostdir, str(disk_bytes), inodes]
     return []
 
 

@@ -69,7 +69,7 @@ async def pal(
     )
     steps: list[AgentStep] = []
     attempts: list[dict[str, str]] = []
-    settings = {"sandbox": tier, "max_programs": cfg.limits.max_steps}
+    settings: dict[str, object] = {"sandbox": tier, "max_programs": cfg.limits.max_steps}
     first = next(iter(toolbox.tools.values()), None)
     example = (
         f"{first.name}({next(iter(first.arguments.model_fields), 'x')}='...')" if first else "f(x='...')"
