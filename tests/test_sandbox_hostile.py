@@ -818,7 +818,9 @@ def test_cleanup_attacks_on_the_host_folder(name: str, world: World) -> None:
     assert Path(world.outside).stat().st_mode & 0o777 == 0o777
 
 
-def test_remove_tree_never_follows_links_and_never_raises(tmp_path: Path) -> None:
+def test_remove_tree_never_follows_links_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     target = tmp_path / "host.txt"
     target.write_text("host")
     target.chmod(0o600)
@@ -834,7 +836,31 @@ def test_remove_tree_never_follows_links_and_never_raises(tmp_path: Path) -> Non
     os.close(fd)
     (top / "toplink").symlink_to(target)
     top.chmod(0o500)
-    assert remove_tree(str(top)) is True and not top.exists()
+    assert remove_tree(str(top)) is True and not top.exists(), caplog.text
     assert stat.S_IMODE(target.stat().st_mode) == 0o600 and tmp_path.stat().st_mode & 0o777 != 0
     assert remove_tree(str(top)) is True  # already gone: still no error
     assert remove_tree("/proc/self/no/such/place") is True
+
+
+def test_a_tier_that_cannot_isolate_is_refused_naming_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from proctor.agents import sandbox
+    from proctor.errors import UserError
+
+    broken = sandbox.TierProbe(
+        tier="bubblewrap", python=PROBE.python, unavailable={"unshare": "pivot_root: operation not permitted"}
+    )
+    monkeypatch.setattr(sandbox, "probe_tier", lambda: broken)
+    with pytest.raises(UserError, match="Install bubblewrap") as e:
+        asyncio.run(sandbox.run_program("answer = 1", tier="unshare"))
+    assert "pivot_root" in str(e.value)
+
+
+def test_where_bubblewrap_works_the_unshare_tier_works_too() -> None:
+    """Both need the same kernel features (user, mount and pid namespaces); a regression in the unshare
+    tier's root set-up must not pass as "unavailable on this machine"."""
+    tools = ("unshare", "setpriv", "pivot_root", "mount")
+    if "bubblewrap" in PROBE.unavailable or any(shutil.which(t, path="/usr/sbin:/usr/bin") is None for t in tools):
+        pytest.skip(f"bubblewrap or util-linux missing: {PROBE.unavailable}")
+    assert "unshare" not in PROBE.unavailable, PROBE.unavailable["unshare"]

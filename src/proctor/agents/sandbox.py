@@ -89,7 +89,7 @@ for f in program.py boot.py; do
 done
 mount -t tmpfs -o size=64k,mode=755,nosuid none "$R/dev"
 for n in null zero full random urandom; do touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; done
-mkdir "$R/dev/shm"; mount -o remount,ro "$R/dev"
+mkdir "$R/dev/shm"; mount -o remount,bind,ro,nosuid "$R/dev"
 mount -t tmpfs -o "size=$SIZE,nr_inodes=$INODES,mode=1777,nosuid,nodev" none "$R/dev/shm"
 cd "$R"; pivot_root . old; cd /
 umount -l /old; rmdir /old
@@ -529,7 +529,11 @@ async def run_program(
     if chosen == "none" and not allow_unsafe:
         raise UserError(refuse_message(probe))
     if chosen in probe.unavailable:
-        raise UserError(f"agent.sandbox: the {chosen} tier does not work here: {probe.unavailable[chosen]}")
+        raise UserError(
+            f"agent.sandbox: the {chosen} tier cannot isolate programs here ({probe.unavailable[chosen]}), "
+            "and proctor does not run them half-isolated. Install bubblewrap (Debian: apt-get install "
+            "bubblewrap) or leave the tier to proctor's probe."
+        )
     started = time.monotonic()
     server = _ToolServer(toolbox, limits)
     tmp = tempfile.mkdtemp(prefix="proctor-sandbox-")

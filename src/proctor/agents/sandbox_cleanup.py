@@ -62,6 +62,8 @@ def remove_tree(path: str) -> bool:
     """Remove `path` and everything under it; True when it is gone. Never raises (a failure is logged)."""
     try:
         return _remove(path)
+    except FileNotFoundError:  # nothing there (any more)
+        return not os.path.lexists(path)
     except Exception as e:  # cleanup must never break the run that called it
         log.warning("sandbox: could not remove %s: %r", path, e)
         return not os.path.lexists(path)
