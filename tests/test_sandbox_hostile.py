@@ -861,6 +861,7 @@ def test_where_bubblewrap_works_the_unshare_tier_works_too() -> None:
     """Both need the same kernel features (user, mount and pid namespaces); a regression in the unshare
     tier's root set-up must not pass as "unavailable on this machine"."""
     tools = ("unshare", "setpriv", "pivot_root", "mount")
-    if "bubblewrap" in PROBE.unavailable or any(shutil.which(t, path="/usr/sbin:/usr/bin") is None for t in tools):
+    missing = [t for t in tools if shutil.which(t, path="/usr/sbin:/usr/bin") is None]
+    if "bubblewrap" in PROBE.unavailable or missing:
         pytest.skip(f"bubblewrap or util-linux missing: {PROBE.unavailable}")
     assert "unshare" not in PROBE.unavailable, PROBE.unavailable["unshare"]
