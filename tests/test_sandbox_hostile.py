@@ -9,9 +9,9 @@ survives the call, host processes stay untraced and alive, sizes stay within the
 enforced, and the run's host folder is gone. A tier that cannot contain a program must refuse to run it
 (the runner reports `refused`), which also counts as contained.
 
-The ordinary user's runs go through tests/sandbox_hostile_runner.py, started by this (root) test, which
-drops to the user's uid before serving requests. Without root (or without a user to become), those runs
-are skipped with the reason.
+As root, the ordinary user's runs go through tests/sandbox_hostile_runner.py, started by this test, which
+drops to a user's uid before serving requests; without root this process is the ordinary user and runs
+them itself (and the root runs are skipped with the reason).
 """
 
 from __future__ import annotations
@@ -736,9 +736,9 @@ def run_case(name: str, tier: str, who: str, world: World, runner: UserRunner | 
     secret_mode = world.secret.stat().st_mode
     home_before = world.home_file.read_text()
     before = set(os.listdir(world.outside)), _sandbox_dirs(world)
-    if who == "user":
+    if who == "user" and ROOT:
         if runner is None:
-            pytest.skip("no ordinary user to run as (not root, or no useradd)")
+            pytest.skip("no ordinary user to become (no useradd)")
         if tier in runner.unavailable:
             pytest.skip(
                 f"the {tier} tier is unavailable to an ordinary user here: {runner.unavailable[tier]}"
@@ -780,7 +780,7 @@ def test_hostile_program_is_contained(
     name: str, tier: str, who: str, world: World, user_runner: UserRunner | None
 ) -> None:
     if who == "root" and not ROOT:
-        pytest.skip("not running as root")
+        pytest.skip("not running as root (this process is the ordinary user's run)")
     run_case(name, tier, who, world, user_runner)
 
 
