@@ -123,6 +123,27 @@ class BalanceConfig(Strict):
     )
 
 
+class RepairConfig(Strict):
+    """Repairing instead of dropping: a question that fails a distractor check (too few distinct wrong
+    options after the repeat and closer-to-source filters, or a correct answer that stands out by its
+    length) gets new distractors from the examiner, with the failure named in the prompt; it is dropped
+    only when the repairs fail. Every repair is a counted examiner call."""
+
+    attempts: int = Field(
+        2,
+        ge=0,
+        le=5,
+        description="repair calls per question at most (each asks for fresh distractors); 0 = drop as before",
+    )
+    key_length_cue: float | None = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="also repair a question whose correct answer is longer than every distractor by at least "
+        "this share of its length (it would be recognised by its length); null = off",
+    )
+
+
 class GridConfig(Strict):
     """The pipelines that take the exam: every combination of LLM, retriever and number of in-context
     examples is one subject (row) of the IRT matrix."""
@@ -281,6 +302,7 @@ class Config(Strict):
         400, ge=64, description="examiner reply budget (tokens) per question asked in a call"
     )
     filters: FilterConfig = FilterConfig()
+    repair: RepairConfig = RepairConfig()
     balance: BalanceConfig = BalanceConfig()
     labels: Literal["examiner", "rules"] = Field(
         "examiner",

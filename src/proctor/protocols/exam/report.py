@@ -49,6 +49,7 @@ STAT_ORDER = (
     "calls",
     "calls_failed",
     "generated",
+    "repairs",
     "filtered",
     "distractors_removed",
     "kept",
@@ -59,6 +60,7 @@ STAT_LABELS = {
     "calls": "examiner calls",
     "calls_failed": "questions lost to failed calls (by cause; unparseable = schema/parse failure)",
     "generated": "questions parsed",
+    "repairs": "questions sent back for fresh distractors (by failure: repaired / asked)",
     "filtered": "questions filtered (by reason)",
     "distractors_removed": "spare distractors removed (by reason)",
     "kept": "questions kept (the exam)",
@@ -92,6 +94,13 @@ def _stat_rows(stats: ExamStats | None) -> list[StatRow]:
                 for i, r in enumerate(v, 1)
             ]
             rows.append(StatRow(STAT_LABELS[k], len(v), sub))
+        elif k == "repairs":
+            fixes: list[tuple[str, int | str]] = [
+                (f, f"{v.repaired.get(f, 0)} repaired / {n} asked") for f, n in v.asked.items()
+            ]
+            fixes.append(("repair calls", v.calls))
+            fixes += [(f"repair calls failed: {c}", n) for c, n in sorted(v.calls_failed.items())]
+            rows.append(StatRow(STAT_LABELS[k], sum(v.repaired.values()), fixes))
         elif isinstance(v, dict):
             rows.append(StatRow(STAT_LABELS[k], sum(v.values()), sorted(v.items())))
         else:

@@ -314,6 +314,16 @@ class Round(Part):
     guessable: Annotated[int | None, OmitNone()] = None
 
 
+class RepairStats(Part):
+    """Questions sent back to the examiner for fresh distractors, by the failure that sent them (the first
+    one), how many of those then passed, and the repair calls made and failed (by cause)."""
+
+    asked: dict[str, int] = Field(default_factory=dict)
+    repaired: dict[str, int] = Field(default_factory=dict)
+    calls: int = 0
+    calls_failed: dict[str, int] = Field(default_factory=dict)
+
+
 class ExamStats(Part):
     """How the exam came to be (artifact `exam_stats`): generation counts, filters, labels, guessability,
     distributions. Keys that do not apply (e.g. generation counts of an exam read from a file) are absent."""
@@ -327,6 +337,7 @@ class ExamStats(Part):
     distractors_removed: Annotated[dict[str, int] | None, OmitNone()] = None
     kept: int
     embedding_filters: Annotated[bool | None, OmitNone()] = None
+    repairs: Annotated[RepairStats | None, OmitNone()] = None
     labels: Annotated[dict[str, int] | None, OmitNone()] = None
     rounds: Annotated[list[Round] | None, OmitNone()] = None
     target_missed: Annotated[str | None, OmitNone()] = None

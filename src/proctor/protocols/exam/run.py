@@ -32,6 +32,7 @@ from proctor.protocols.exam.guessability import (
     is_guessable,
 )
 from proctor.protocols.exam.labels import label_exam
+from proctor.protocols.exam.repair import ExamRepair, repair_drafts
 from proctor.protocols.exam.result import (
     Breakdowns,
     ExamIrt,
@@ -85,6 +86,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         label = "writing exam questions" + (f" (round {len(rounds) + 1})" if rounds else "")
         outcomes = await generation.run_generation(ctx, plan, label)
         drafts, counts = generation.drafts_from(outcomes)
+        repairs, repair_keys = await repair_drafts(ctx, drafts, emb, sources, generation.example_passage())
         ctx.rng.bit_generator.state = copy.deepcopy(rng_state)
         exam, assembly = assemble_exam(
             drafts,
@@ -116,6 +118,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         )
         asked = nxt
     ctx.supersede(generation.ExamDraft.KIND, {o.key for o in outcomes})
+    ctx.supersede(ExamRepair.KIND, repair_keys)
     stats = ExamStats(
         planned=counts.planned,
         calls=counts.calls,
@@ -125,6 +128,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         distractors_removed=assembly.distractors_removed,
         kept=assembly.kept,
         embedding_filters=assembly.embedding_filters,
+        repairs=repairs if cfg.repair.attempts else None,
     )
     if cfg.target_questions is not None:
         stats.rounds = rounds
