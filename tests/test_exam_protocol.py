@@ -235,6 +235,14 @@ def test_exam_run_end_to_end(exam_config: Path, tmp_path: Path) -> None:
     assert oracle["accuracy"]["value"] == 1.0 and oracle["methods"] == {"letter_logprobs": 10}
     lo, hi = oracle["accuracy"]["lo"], oracle["accuracy"]["hi"]
     assert 0.6 < lo < 1.0 and hi == 1.0
+    # Beyond guessing: the oracle against the same LLM closed-book (which always picks A), same items.
+    gain = oracle["beyond_guessing"]
+    assert gain["baseline"] == "reader/closed_book/icl0" and gain["accuracy"]["value"] == 1.0
+    assert gain["closed_book"]["value"] == pytest.approx(letters.get("A", 0) / 10)
+    assert gain["corrected"]["value"] == 1.0 and gain["corrected"]["n"] == 10
+    assert "beyond_guessing" not in pipes["reader/closed_book/icl0"]
+    html = (result.run_dir / "report.html").read_text()
+    assert "closed-book, same items" in html and "the corpus explains 100.0%" in html
     closed = pipes["reader/closed_book/icl0"]["accuracy"]
     assert closed["value"] == pytest.approx(letters.get("A", 0) / 10)  # always picks A
     # Chatty: parsed from prose; the 3 Moot questions name no option -> errors, not scored as wrong.

@@ -21,6 +21,7 @@ from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.grading import ExamResponse
 from proctor.protocols.exam.result import (
     Baselines,
+    BeyondGuessing,
     Breakdowns,
     ExamIrt,
     ExamResult,
@@ -168,12 +169,14 @@ class PipelineRow:
     methods: list[tuple[str, int]]
     errors: list[tuple[str, int]]
     ability: IrtAbility | None
+    gain: BeyondGuessing | None
 
 
 @dataclass(frozen=True)
 class PipelinesView:
     rows: list[PipelineRow]
     plot: str | None
+    gains: bool = False
 
 
 def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> PipelinesView:
@@ -188,6 +191,7 @@ def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> Pip
             methods=sorted(p.methods.items()),
             errors=sorted(p.errors.items()),
             ability=irt.ability_of(p.name) if irt is not None else None,
+            gain=p.beyond_guessing,
         )
         for p in pipelines.values()
     ]
@@ -203,7 +207,7 @@ def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> Pip
             [r.acc.hi for r in shown],
             xlabel="accuracy — whiskers: 95% Wilson interval",
         )
-    return PipelinesView(rows, plot)
+    return PipelinesView(rows, plot, any(r.gain is not None for r in rows))
 
 
 @dataclass(frozen=True)

@@ -407,11 +407,23 @@ class ExamPipelines(RootModel[list[PipelineSpec]]):
     """The artifact `exam_pipelines`: the pipelines of the grid, in order."""
 
 
+class BeyondGuessing(Part):
+    """A pipeline's score beyond guessing: its accuracy and a closed-book baseline's (`baseline`: the
+    grid's closed-book pipeline of the same LLM, or the examiner closed-book) on the items both answered,
+    and the chance-corrected gain (acc − closed) / (1 − closed) with a paired bootstrap interval."""
+
+    baseline: str
+    accuracy: Estimate
+    closed_book: Estimate
+    corrected: Estimate
+
+
 class PipelineResult(PipelineSpec):
     accuracy: Estimate  # metric `accuracy`, subject: the pipeline
     answered: int
     errors: dict[str, int]  # failed answers by cause
     methods: dict[str, int]  # answers by selection method
+    beyond_guessing: Annotated[BeyondGuessing | None, OmitNone()] = None
     # Metric `irt.ability` (the ability ± 1.96 SE); not in results.json (it is in `irt.abilities`).
     irt_ability: Annotated[Estimate | None, OmitNone(), Metric("irt.ability"), Field(exclude=True)] = None
 

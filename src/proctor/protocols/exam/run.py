@@ -14,12 +14,15 @@ import logging
 import math
 from collections import Counter
 
+import numpy as np
+
 from proctor.errors import UserError
 from proctor.estimates import Estimate
 from proctor.kit.context import RunContext, successes
 from proctor.kit.steps import Outcome
 from proctor.protocols.exam import generation
 from proctor.protocols.exam.assemble import assemble_exam
+from proctor.protocols.exam.beyond_guessing import beyond_guessing
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.exam_file import ExamQuestion, load_exam, write_exam
 from proctor.protocols.exam.filters import Embeddings
@@ -213,6 +216,13 @@ def _with_abilities(per: dict[str, PipelineResult], irt: ExamIrt) -> None:
             )
 
 
+def _gain_text(r: PipelineResult) -> str:
+    g = r.beyond_guessing
+    if g is None or g.corrected.value is None:
+        return "—"
+    return f"{g.corrected.text()} (closed-book {g.closed_book.value:.2f})"
+
+
 def _table(per: dict[str, PipelineResult], irt: ExamIrt | None) -> list[dict[str, str]]:
     rows = []
     for name, r in per.items():
@@ -225,6 +235,7 @@ def _table(per: dict[str, PipelineResult], irt: ExamIrt | None) -> list[dict[str
             {
                 "pipeline": name,
                 "accuracy [95% CI]": acc,
+                "beyond guessing": _gain_text(r),
                 f"ability ({model})": ability,
                 "selection": ", ".join(f"{k} {v}" for k, v in sorted(r.methods.items())) or "—",
                 "errors": str(sum(r.errors.values())),
@@ -263,6 +274,14 @@ async def run(ctx: RunContext[Config]) -> ExamResult:
     responses = await grade(ctx, pipelines, exam) if exam and pipelines else []
     ctx.supersede(ExamResponse.KIND, {o.key for o in responses})
     per, breakdowns = _pipeline_results(pipelines, exam, responses)
+    answers: dict[str, dict[str, ExamResponse]] = {}
+    for r in successes(responses):
+        if r.correct is not None:
+            answers.setdefault(r.pipeline, {})[r.question_id] = r
+    for name, gain in beyond_guessing(
+        pipelines, exam, answers, guesses, np.random.default_rng(ctx.config.seed)
+    ).items():
+        per[name].beyond_guessing = gain
     irt: ExamIrt | None = None
     if cfg.irt.enabled and exam and pipelines:
         from proctor.protocols.exam.irt_step import analyse, response_matrix
