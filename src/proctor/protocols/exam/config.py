@@ -322,12 +322,21 @@ class Config(Strict):
     guessability_samples: int = Field(
         5, ge=1, le=50, description="answers sampled (temperature 0.7) when a server gives no letter logprobs"
     )
+    guessability_rule: Literal["readers_agree", "probability"] = Field(
+        "readers_agree",
+        description="which items count as guessable: readers_agree = every closed-book reader (the examiner "
+        "and guessability_models; at least two) picks the correct option — chance agreement of two readers "
+        "is about 1/options², so the rule holds whatever the models' calibration; with a single reader it "
+        "falls back to probability; probability = the mean probability of the correct option is at least "
+        "max_guessability",
+    )
     max_guessability: float | None = Field(
         0.75,
         ge=0.0,
         le=1.0,
-        description="drop items whose guessability is at least this (0.75 = three times chance for 4 "
-        "options: answered from the question alone); null = keep all, report only",
+        description="drop the guessable items (see guessability_rule; with the probability rule, those whose "
+        "guessability is at least this — 0.75 = three times chance for 4 options); null = keep all, flag "
+        "them in the report only",
     )
 
     # Grading.

@@ -261,6 +261,8 @@ class ItemGuessability(Part):
     guessability: float | None = None  # mean p_correct over the models; None when none answered
     per_model: dict[str, float] = Field(default_factory=dict)
     picked: str | None = None  # the examiner's closed-book pick
+    # model -> whether its most probable option is the correct one (the agreement rule reads these)
+    picked_key: dict[str, bool] = Field(default_factory=dict)
     methods: dict[str, str] = Field(default_factory=dict)  # model -> method
     failed: dict[str, str] = Field(default_factory=dict)  # model -> cause
 
@@ -293,6 +295,7 @@ class GuessStats(Part):
     histogram: dict[str, int]
     threshold: float
     filter: bool
+    rule: str = "probability"  # the rule that decided (readers_agree falls back to it with one reader)
     guessable: int
     guessable_by_topic: dict[str, float]
     topics: dict[str, TopicGuess]

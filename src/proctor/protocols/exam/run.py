@@ -106,7 +106,11 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
             # The target counts items that also pass the guessability filter, measured per round (each
             # item once: later rounds and the final step read the stored answers).
             guesses = await guess(ctx, exam)
-            dropped = sum(1 for q in exam if is_guessable(guesses[q.id], cfg.max_guessability or 0.0))
+            dropped = sum(
+                1
+                for q in exam
+                if is_guessable(guesses[q.id], cfg.max_guessability or 0.0, cfg.guessability_rule)
+            )
             rounds[-1].kept, rounds[-1].guessable = len(exam) - dropped, dropped
         nxt = _next_round_size(cfg, rounds, cap)
         if nxt is None:
