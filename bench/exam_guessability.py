@@ -45,7 +45,8 @@ from proctor.runner import run_config
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "exam_guessability.yaml"
 CORPUS = HERE.parent / "src" / "proctor" / "data" / "sample_corpus"
-THRESHOLDS: list[float | None] = [None, 0.9, 0.75, 0.6, 0.5]
+# Guessability rules compared: none, the probability rule at several thresholds, two readers agreeing.
+RULES: list[str] = ["none", "p>=0.9", "p>=0.75", "p>=0.6", "p>=0.5", "readers_agree"]
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,12 @@ class Candidate:
     documents: tuple[str, ...]  # file names in its context
 
 
-def documents() -> list[str]:
-    return sorted(p.name for p in CORPUS.iterdir() if p.is_file())
+def documents(corpus: Path) -> list[str]:
+    return sorted(p.name for p in corpus.iterdir() if p.is_file())
 
 
-def candidates() -> list[Candidate]:
-    docs = documents()
+def candidates(corpus: Path) -> list[Candidate]:
+    docs = documents(corpus)
     return [
         Candidate("closed-book", "local/qwen2.5-coder-1.5b", ()),
         Candidate("half", "local/qwen2.5-coder-1.5b", tuple(docs[:5])),
@@ -77,10 +78,10 @@ def candidates() -> list[Candidate]:
 
 
 async def answer_all(
-    models: dict[str, Model], cand: Candidate, exam: list[dict[str, Any]]
+    models: dict[str, Model], cand: Candidate, exam: list[dict[str, Any]], corpus: Path
 ) -> dict[str, bool | None]:
     """item id -> whether the candidate picked the correct option (None: the call failed, recorded)."""
-    passages = [Passage(f"[{n}]\n{(CORPUS / n).read_text(encoding='utf-8')}") for n in cand.documents]
+    passages = [Passage(f"[{n}]\n{(corpus / n).read_text(encoding='utf-8')}") for n in cand.documents]
     out: dict[str, bool | None] = {}
     for q in exam:
         try:
@@ -97,18 +98,33 @@ def accuracy(results: dict[str, bool | None], ids: list[str]) -> dict[str, Any]:
     return Estimate.proportion(sum(1 for r in answered if r), len(answered)).model_dump()
 
 
+def flagged(q: dict[str, Any], rule: str, readers: dict[str, dict[str, bool]]) -> bool:
+    """Whether `rule` calls item `q` guessable (`readers`: item id -> reader -> picked the key)."""
+    if rule == "none":
+        return False
+    if rule == "readers_agree":
+        picks = readers.get(q["id"], {})
+        if len(picks) >= 2:
+            return all(picks.values())
+        rule = "p>=0.75"
+    g = q.get("guessability")
+    return g is not None and g >= float(rule[3:])
+
+
 def table(
-    exam: list[dict[str, Any]], answers: dict[str, dict[str, bool | None]], seen: set[str]
+    exam: list[dict[str, Any]],
+    answers: dict[str, dict[str, bool | None]],
+    seen: set[str],
+    readers: dict[str, dict[str, bool]],
 ) -> list[dict[str, Any]]:
     rows = []
-    for t in THRESHOLDS:
-        kept = [q for q in exam if t is None or (q.get("guessability") is not None and q["guessability"] < t)]
-        kept += [q for q in exam if t is not None and q.get("guessability") is None]  # unmeasured: kept
+    for rule in RULES:
+        kept = [q for q in exam if not flagged(q, rule, readers)]
         first = [q["id"] for q in kept if q["source"] in seen]
         second = [q["id"] for q in kept if q["source"] not in seen]
         rows.append(
             {
-                "threshold": t,
+                "rule": rule,
                 "kept": len(kept),
                 "from_docs_1_5": len(first),
                 "from_docs_6_10": len(second),
@@ -126,6 +142,15 @@ def table(
     return rows
 
 
+def reader_picks(run_dir: Path) -> dict[str, dict[str, bool]]:
+    """item id -> closed-book reader -> whether it picked the key, from the run's guessability stats."""
+    from proctor import load_run
+
+    stats = load_run(run_dir).result.exam.guessability  # type: ignore[attr-defined]
+    per_item = getattr(stats, "per_item", None) or {}
+    return {qid: dict(g.picked_key) for qid, g in per_item.items()}
+
+
 def fmt(e: dict[str, Any]) -> str:
     if e["value"] is None:
         return "—"
@@ -136,31 +161,39 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "exam_guessability.json")
     ap.add_argument("--runs", type=Path, default=HERE / "runs")
+    ap.add_argument("--config", type=Path, default=CONFIG, help="the exam run (its corpus is the corpus)")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="the documents the candidates are given")
     ap.add_argument(
         "--threads", type=int, default=1, help="llama.cpp threads of the candidates (0: all cores)"
     )
     args = ap.parse_args()
 
     t0 = time.monotonic()
-    result = run_config(CONFIG, out=args.runs, show_progress=True)
+    result = run_config(args.config, out=args.runs, show_progress=True)
     exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines() if line]
     t_exam = time.monotonic() - t0
     opts: dict[str, Any] = {"timeout_s": 1200, "n_ctx": 8192}
     if args.threads:
         opts["threads"] = args.threads
-    models = {m: get_model(m, **opts) for m in {c.model for c in candidates()}}
-    seen = set(documents()[:5])
+    cands = candidates(args.corpus)
+    models = {m: get_model(m, **opts) for m in {c.model for c in cands}}
+    seen = set(documents(args.corpus)[:5])
     answers: dict[str, dict[str, bool | None]] = {}
-    for cand in candidates():
+    for cand in cands:
         t = time.monotonic()
-        answers[cand.name] = asyncio.run(answer_all(models, cand, exam))
+        answers[cand.name] = asyncio.run(answer_all(models, cand, exam, args.corpus))
         print(f"{cand.name}: {len(exam)} items in {time.monotonic() - t:.0f} s")
-    rows = table(exam, answers, seen)
+    readers = reader_picks(result.run_dir)
+    rows = table(exam, answers, seen, readers)
+    stats = json.loads((result.run_dir / "results.json").read_text())["exam"]
     g = [q["guessability"] for q in exam if q.get("guessability") is not None]
     report = {
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
         "run_dir": str(result.run_dir),
         "exam_items": len(exam),
+        "asked": stats.get("planned"),
+        "repairs": stats.get("repairs"),
+        "filtered": stats.get("filtered"),
         "exam_seconds": round(t_exam),
         "documents_seen_by_half": sorted(seen),
         "guessability_histogram": {
@@ -172,6 +205,7 @@ def main() -> None:
                 "id": q["id"],
                 "source": q["source"],
                 "guessability": q.get("guessability"),
+                "readers": readers.get(q["id"], {}),
                 **{name: res.get(q["id"]) for name, res in answers.items()},
             }
             for q in exam
@@ -179,14 +213,18 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    names = [c.name for c in candidates()]
+    names = [c.name for c in cands]
+    print(
+        f"asked {stats.get('planned')}, kept {len(exam)}; repairs {stats.get('repairs')}; "
+        f"filtered {stats.get('filtered')}"
+    )
     for part in ("all", "docs_1_5", "docs_6_10"):
         print(f"\n### accuracy on {part.replace('_', ' ')}\n")
-        print("| max_guessability | kept | chance | " + " | ".join(names) + " |")
+        print("| guessable rule | kept | chance | " + " | ".join(names) + " |")
         print("|---|---|---|" + "---|" * len(names))
         for r in rows:
             cells = " | ".join(fmt(r["candidates"][n][part]) for n in names)
-            print(f"| {r['threshold'] or 'none'} | {r['kept']} | {r['chance']:.2f} | {cells} |")
+            print(f"| {r['rule']} | {r['kept']} | {r['chance']:.2f} | {cells} |")
     print(f"\nwritten {args.out}")
 
 

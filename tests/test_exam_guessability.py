@@ -28,6 +28,7 @@ from proctor.protocols.exam.guessability import (
     is_guessable,
     p_from_probs,
     p_from_samples,
+    rule_used,
 )
 from proctor.runner import run_config
 
@@ -378,6 +379,8 @@ def generating_examiner(messages: list[Message], params: GenerationParams) -> Ra
     """Writes the passage's facts as questions (the harbour ones with implausible distractors) and
     answers closed-book like `closed_book_examiner`."""
     text = messages[-1]["content"]
+    if "new wrong answers" in text:  # a repair: this examiner has nothing better to offer
+        return json.dumps({"distractors": IMPLAUSIBLE})
     if "Reference text" not in text:
         return closed_book_examiner(messages, params)
     out = []
@@ -431,3 +434,21 @@ exam:
     assert len(kept) == 9 and not any("harbour" in q["question"] for q in kept)
     html = (result.run_dir / "report.html").read_text()
     assert "more dropped as guessable" in html
+
+
+def test_readers_agree_flags_an_item_every_closed_book_reader_gets_right_and_keeps_one_at_chance() -> None:
+    rule = "readers_agree"
+    # Both readers pick the key, even with low calibrated probabilities (small models spread their mass).
+    both = ItemGuessability(
+        guessability=0.38, per_model={"a": 0.41, "b": 0.35}, picked_key={"a": True, "b": True}
+    )
+    assert is_guessable(both, 0.75, rule) and not is_guessable(both, 0.75, "probability")
+    # One reader is at chance (picks another option): the item is kept.
+    one = ItemGuessability(
+        guessability=0.5, per_model={"a": 0.7, "b": 0.3}, picked_key={"a": True, "b": False}
+    )
+    assert not is_guessable(one, 0.75, rule)
+    # A single reader: the probability rule decides.
+    single = ItemGuessability(guessability=0.9, per_model={"a": 0.9}, picked_key={"a": True})
+    assert is_guessable(single, 0.75, rule) and not is_guessable(single, 0.95, rule)
+    assert rule_used({"x": single}, rule) == "probability" and rule_used({"x": both}, rule) == rule

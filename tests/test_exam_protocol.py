@@ -65,10 +65,13 @@ def _doc(topic: str) -> str:
 
 
 GUESSES = {"on": False}
+REPAIR = {"reply": ["Ivo Marsh", "Lena Quill", "Ansel Brook"]}
 
 
 def examiner(messages, params):
     text = messages[-1]["content"]
+    if "new wrong answers" in text:  # a repair: fresh distractors for the question
+        return json.dumps({"distractors": REPAIR["reply"]})
     if "multiple-choice" not in text and "Classify each question" not in text:
         # Closed-book answerability: without context this examiner names no option (tested elsewhere).
         if GUESSES["on"]:
@@ -184,6 +187,7 @@ exam:
   labels: examiner
   filters: {distractor_source_margin: null}
   balance: {drop_length_cues: false}
+  repair: {attempts: 0}
   grid: {llms: [reader, chatty], retrievers: [closed_book, bm25, oracle], icl_shots: [0, 2], k: 1}
   irt: {prune_min_items: 4, prune_fraction: 0.2, icc_items: 3}
 """
@@ -231,6 +235,14 @@ def test_exam_run_end_to_end(exam_config: Path, tmp_path: Path) -> None:
     assert oracle["accuracy"]["value"] == 1.0 and oracle["methods"] == {"letter_logprobs": 10}
     lo, hi = oracle["accuracy"]["lo"], oracle["accuracy"]["hi"]
     assert 0.6 < lo < 1.0 and hi == 1.0
+    # Beyond guessing: the oracle against the same LLM closed-book (which always picks A), same items.
+    gain = oracle["beyond_guessing"]
+    assert gain["baseline"] == "reader/closed_book/icl0" and gain["accuracy"]["value"] == 1.0
+    assert gain["closed_book"]["value"] == pytest.approx(letters.get("A", 0) / 10)
+    assert gain["corrected"]["value"] == 1.0 and gain["corrected"]["n"] == 10
+    assert "beyond_guessing" not in pipes["reader/closed_book/icl0"]
+    html = (result.run_dir / "report.html").read_text()
+    assert "closed-book, same items" in html and "the corpus explains 100.0%" in html
     closed = pipes["reader/closed_book/icl0"]["accuracy"]
     assert closed["value"] == pytest.approx(letters.get("A", 0) / 10)  # always picks A
     # Chatty: parsed from prose; the 3 Moot questions name no option -> errors, not scored as wrong.
@@ -503,3 +515,57 @@ def test_guessable_items_are_dropped_and_the_closed_book_baseline_reported(
         "Closed-book answerability" in html
         and "the examiner, closed-book (question and options only)" in html
     )
+
+
+def _repair_calls(run_dir: Path) -> list[str]:
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    rows = con.execute("SELECT key, data FROM items WHERE kind = 'exam_repair' ORDER BY seq").fetchall()
+    return [json.loads(d)["failure"] for _, d in rows]
+
+
+def test_a_question_with_repeated_options_is_repaired_once_and_kept(
+    exam_config: Path, tmp_path: Path
+) -> None:
+    # The chief-engineer question repeats its answer in two of four distractors: two distinct ones are left,
+    # too few. With repair on, the examiner writes fresh distractors once and the question is kept.
+    _exam_only(exam_config, "  num_questions: 12\n  questions_per_call: 3\n")
+    exam_config.write_text(exam_config.read_text().replace("repair: {attempts: 0}", "repair: {attempts: 2}"))
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    ex = result.summary["exam"]
+    assert ex["repairs"] == {
+        "asked": {"options_repeat": 1},
+        "repaired": {"options_repeat": 1},
+        "calls": 1,
+        "calls_failed": {},
+    }
+    assert ex["filtered"] == {"not_self_contained": 1, "guessable": 0} and ex["kept"] == 11
+    assert _repair_calls(result.run_dir) == ["options_repeat"]
+    exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
+    q = next(q for q in exam if "chief engineer" in q["question"])
+    assert q["choices"][q["answer_index"]] == "Petra Lund"
+    assert sum("petra lund" in c.lower() for c in q["choices"]) == 1
+    assert len({c.lower() for c in q["choices"]}) == 4
+    html = (result.run_dir / "report.html").read_text()
+    assert "repaired" in html
+    # A re-run makes no new repair call (the repair is a stored unit).
+    again = run_config(exam_config, out=tmp_path / "runs2", show_progress=False)
+    con = sqlite3.connect(again.run_dir / "run.sqlite")
+    fresh = con.execute(
+        "SELECT COUNT(*) FROM model_calls WHERE cached = 0 AND item_key LIKE 'exam_repair_%'"
+    ).fetchone()[0]
+    assert fresh == 0 and again.summary["exam"]["kept"] == 11
+
+
+def test_an_unrepairable_question_is_dropped_and_counted(exam_config: Path, tmp_path: Path) -> None:
+    _exam_only(exam_config, "  num_questions: 12\n  questions_per_call: 3\n")
+    exam_config.write_text(exam_config.read_text().replace("repair: {attempts: 0}", "repair: {attempts: 2}"))
+    REPAIR["reply"] = ["Petra Lund", "petra lund.", "Nina Holt"]  # the examiner keeps repeating the answer
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        REPAIR["reply"] = ["Ivo Marsh", "Lena Quill", "Ansel Brook"]
+    ex = result.summary["exam"]
+    assert ex["repairs"]["asked"] == {"options_repeat": 1} and ex["repairs"]["repaired"] == {}
+    assert ex["repairs"]["calls"] == 2  # both attempts made, then given up
+    assert ex["filtered"]["options_repeat"] == 1 and ex["kept"] == 10
+    assert _repair_calls(result.run_dir) == ["options_repeat", "options_repeat"]

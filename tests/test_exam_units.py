@@ -654,3 +654,58 @@ def test_cluster_sampling_spreads_questions_over_the_topics_of_one_document() ->
         # `spread` round-robins over documents: with one document that is just a shuffle.
         ctx.rng = np.random.default_rng(seed)
         assert sorted(c.chunk_id for c in chunk_order(ctx, "spread")) == sorted(c.chunk_id for c in chunks)
+
+
+def test_beyond_guessing_is_the_chance_corrected_gain_over_the_same_llm_closed_book() -> None:
+    import numpy as np
+
+    from proctor.protocols.exam.beyond_guessing import beyond_guessing, corrected_gain
+    from proctor.protocols.exam.grading import ExamResponse, Pipeline
+    from proctor.protocols.exam.result import ItemGuessability
+
+    assert corrected_gain(0.7, 0.4) == pytest.approx(0.5) and corrected_gain(0.9, 1.0) is None
+    exam = [
+        ExamQuestion(id=f"q{i}", question=f"Q{i}?", choices=["a", "b", "c", "d"], answer="A", answer_index=0)
+        for i in range(10)
+    ]
+
+    def resp(p: str, q: str, ok: bool) -> ExamResponse:
+        return ExamResponse(
+            pipeline=p,
+            question_id=q,
+            answer="A",
+            example_ids=[],
+            retrieved_ids=[],
+            method_requested="auto",
+            selected="A" if ok else "B",
+            selected_index=0 if ok else 1,
+            correct=ok,
+            method="letter_logprobs",
+            fallback=None,
+            probs=None,
+            letter_mass=None,
+            scores=None,
+            logliks=None,
+            reply="",
+        )
+
+    closed = Pipeline("m/closed_book/icl0", "m", "closed_book", 0, 0)
+    rag = Pipeline("m/bm25/icl0", "m", "bm25", 3, 0)
+    other = Pipeline("n/bm25/icl0", "n", "bm25", 3, 0)  # no closed-book pipeline of its LLM: the examiner
+    answers = {
+        closed.name: {q.id: resp(closed.name, q.id, i < 4) for i, q in enumerate(exam)},  # 0.4
+        rag.name: {q.id: resp(rag.name, q.id, i < 7) for i, q in enumerate(exam)},  # 0.7
+        other.name: {q.id: resp(other.name, q.id, i < 5) for i, q in enumerate(exam[:8])},  # 5/8
+    }
+    # The examiner closed-book got 2 of 10 right (picked A on q0, q1).
+    guesses = {q.id: ItemGuessability(picked="A" if i < 2 else "C") for i, q in enumerate(exam)}
+    out = beyond_guessing([closed, rag, other], exam, answers, guesses, np.random.default_rng(0))
+    assert set(out) == {rag.name, other.name}
+    g = out[rag.name]
+    assert (
+        g.baseline == closed.name and g.closed_book.value == 0.4 and g.corrected.value == pytest.approx(0.5)
+    )
+    assert g.corrected.lo is not None and g.corrected.lo < 0.5 < g.corrected.hi and g.corrected.n == 10
+    o = out[other.name]
+    assert o.baseline == "examiner, closed-book" and o.closed_book.n == 8
+    assert o.corrected.value == pytest.approx((5 / 8 - 2 / 8) / (1 - 2 / 8))

@@ -160,6 +160,24 @@ def shuffle_options(
     return [*order[:letter], correct, *order[letter:]], letter
 
 
+def filter_drafts(
+    drafts: list[Draft], cfg: Any, emb: Any, source_texts: dict[str, str], example_passage: str | None
+) -> None:
+    """Run the per-question filters on every draft not checked yet (in place; see `filter_draft`)."""
+    from proctor.protocols.exam.filters import ExampleTerms, compile_patterns, filter_draft
+
+    todo = [d for d in drafts if not d.checked]
+    if not todo:
+        return
+    patterns = compile_patterns(cfg.filters.not_self_contained)
+    example = ExampleTerms.of(example_passage) if example_passage else None
+    if emb is not None:
+        texts = [t for d in todo for t in (d.question, d.correct, *d.distractors)]
+        emb.prime(texts + [source_texts[d.chunk_id] for d in todo if d.chunk_id in source_texts])
+    for d in todo:
+        filter_draft(d, cfg.filters, patterns, emb, source_texts.get(d.chunk_id), example)
+
+
 def assemble_exam(
     drafts: list[Draft],
     cfg: Any,
@@ -175,18 +193,13 @@ def assemble_exam(
 
     `cfg` is the protocol `Config`; `emb` an `Embeddings` or None (embedding filters skipped);
     `example_passage` the examiner prompt's worked example (for the `copies_example` filter)."""
-    from proctor.protocols.exam.filters import ExampleTerms, compile_patterns, filter_draft, near_duplicates
+    from proctor.protocols.exam.filters import near_duplicates
 
-    patterns = compile_patterns(cfg.filters.not_self_contained)
-    example = ExampleTerms.of(example_passage) if example_passage else None
+    filter_drafts(drafts, cfg, emb, source_texts, example_passage)
     filtered: dict[str, int] = {}
     removed: dict[str, int] = {}
-    if emb is not None:
-        texts = [t for d in drafts for t in (d.question, d.correct, *d.distractors)]
-        emb.prime(texts + [source_texts[d.chunk_id] for d in drafts if d.chunk_id in source_texts])
     survivors: list[Draft] = []
     for d in drafts:
-        filter_draft(d, cfg.filters, patterns, emb, source_texts.get(d.chunk_id), example)
         for reason, n in d.removed.items():
             removed[reason] = removed.get(reason, 0) + n
         if d.reason:

@@ -123,6 +123,27 @@ class BalanceConfig(Strict):
     )
 
 
+class RepairConfig(Strict):
+    """Repairing instead of dropping: a question that fails a distractor check (too few distinct wrong
+    options after the repeat and closer-to-source filters, or a correct answer that stands out by its
+    length) gets new distractors from the examiner, with the failure named in the prompt; it is dropped
+    only when the repairs fail. Every repair is a counted examiner call."""
+
+    attempts: int = Field(
+        2,
+        ge=0,
+        le=5,
+        description="repair calls per question at most (each asks for fresh distractors); 0 = drop as before",
+    )
+    key_length_cue: float | None = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="also repair a question whose correct answer is longer than every distractor by at least "
+        "this share of its length (it would be recognised by its length); null = off",
+    )
+
+
 class GridConfig(Strict):
     """The pipelines that take the exam: every combination of LLM, retriever and number of in-context
     examples is one subject (row) of the IRT matrix."""
@@ -281,6 +302,7 @@ class Config(Strict):
         400, ge=64, description="examiner reply budget (tokens) per question asked in a call"
     )
     filters: FilterConfig = FilterConfig()
+    repair: RepairConfig = RepairConfig()
     balance: BalanceConfig = BalanceConfig()
     labels: Literal["examiner", "rules"] = Field(
         "examiner",
@@ -300,12 +322,21 @@ class Config(Strict):
     guessability_samples: int = Field(
         5, ge=1, le=50, description="answers sampled (temperature 0.7) when a server gives no letter logprobs"
     )
+    guessability_rule: Literal["readers_agree", "probability"] = Field(
+        "readers_agree",
+        description="which items count as guessable: readers_agree = every closed-book reader (the examiner "
+        "and guessability_models; at least two) picks the correct option — chance agreement of two readers "
+        "is about 1/options², so the rule holds whatever the models' calibration; with a single reader it "
+        "falls back to probability; probability = the mean probability of the correct option is at least "
+        "max_guessability",
+    )
     max_guessability: float | None = Field(
         0.75,
         ge=0.0,
         le=1.0,
-        description="drop items whose guessability is at least this (0.75 = three times chance for 4 "
-        "options: answered from the question alone); null = keep all, report only",
+        description="drop the guessable items (see guessability_rule; with the probability rule, those whose "
+        "guessability is at least this — 0.75 = three times chance for 4 options); null = keep all, flag "
+        "them in the report only",
     )
 
     # Grading.

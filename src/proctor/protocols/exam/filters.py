@@ -82,6 +82,8 @@ class Draft:
     source: str
     removed: Counter[str] = field(default_factory=Counter)  # distractors removed, by reason
     reason: str | None = None  # why the whole question was dropped
+    rejected: list[str] = field(default_factory=list)  # the removed distractors (a repair names them)
+    checked: bool = False  # filtered already; a repair that adds distractors clears it
 
 
 class Embeddings:
@@ -144,7 +146,11 @@ def filter_draft(
     source_text: str | None,
     example: ExampleTerms | None = None,
 ) -> Draft:
-    """Apply the per-question filters in place: drop bad distractors, or mark the question dropped."""
+    """Apply the per-question filters in place: drop bad distractors, or mark the question dropped. A
+    draft already checked is left as it is (a repair clears `checked` after adding distractors)."""
+    if d.checked:
+        return d
+    d.checked = True
     if any(p.search(d.question) for p in patterns):
         d.reason = "not_self_contained"
         return d
@@ -182,12 +188,14 @@ def filter_draft(
             or containment(ngrams(words(dis), n), q_grams) >= cfg.answer_in_question
         ):
             d.removed["options_repeat"] += 1
+            d.rejected.append(dis)
         else:
             kept.append(dis)
     if emb is not None and source_text and cfg.distractor_source_margin is not None:
         anchor = emb.cos(d.correct, source_text) + cfg.distractor_source_margin
         closer = [x for x in kept if emb.cos(x, source_text) > anchor]
         d.removed["distractor_closer_to_source"] += len(closer)
+        d.rejected += closer
         kept = [x for x in kept if x not in closer]
     d.distractors = kept
     if len(kept) < MIN_DISTRACTORS:

@@ -173,6 +173,7 @@ async def guess(ctx: RunContext[Config], exam: list[ExamQuestion]) -> dict[str, 
             continue
         rec.per_model[name] = o.value.p_correct
         rec.methods[name] = o.value.method
+        rec.picked_key[name] = o.value.picked == q.answer
         if name == models[0]:
             rec.picked = o.value.picked
     for rec in out.values():
@@ -188,8 +189,20 @@ def closed_book_accuracy(exam: list[ExamQuestion], guesses: dict[str, ItemGuessa
     return Estimate.proportion(sum(1 for q, p in answered if p == q.answer), len(answered))
 
 
-def is_guessable(g: ItemGuessability, threshold: float) -> bool:
+def is_guessable(g: ItemGuessability, threshold: float, rule: str = "probability") -> bool:
+    """Whether an item can be answered without the corpus. `readers_agree`: every closed-book reader
+    picked the correct option (needs two readers that answered; with fewer, the probability rule);
+    `probability`: the readers' mean probability of the correct option is at least `threshold`."""
+    if rule == "readers_agree" and len(g.picked_key) >= 2:
+        return all(g.picked_key.values())
     return g.guessability is not None and g.guessability >= threshold
+
+
+def rule_used(guesses: dict[str, ItemGuessability], rule: str) -> str:
+    """The rule that actually decided: readers_agree only where two or more readers answered."""
+    if rule == "readers_agree" and any(len(g.picked_key) >= 2 for g in guesses.values()):
+        return "readers_agree"
+    return "probability"
 
 
 def guess_stats(
@@ -197,16 +210,19 @@ def guess_stats(
     guesses: dict[str, ItemGuessability],
     threshold: float | None,
     models: list[str],
+    rule: str = "probability",
 ) -> GuessStats:
     """Guessability over the items before the filter: distribution, methods, failures, guessable share
     per topic (the source document), the closed-book examiner's accuracy, the items the filter drops."""
     values = [g for q in exam if (g := guesses[q.id].guessability) is not None]
     cut = threshold if threshold is not None else REPORT_THRESHOLD
     topics: dict[str, list[float]] = {}
+    flagged: dict[str, list[bool]] = {}
     for q in exam:
         g = guesses[q.id].guessability
         if g is not None:
             topics.setdefault(str(q.topic or "unknown"), []).append(g)
+            flagged.setdefault(str(q.topic or "unknown"), []).append(is_guessable(guesses[q.id], cut, rule))
     n_options = max((len(q.choices) for q in exam), default=4)
     return GuessStats(
         models=models,
@@ -220,14 +236,11 @@ def guess_stats(
         histogram={f"{b / 10:.1f}": sum(1 for v in values if min(int(v * 10), 9) == b) for b in range(10)},
         threshold=cut,
         filter=threshold is not None,
-        guessable=sum(1 for v in values if v >= cut),
-        guessable_by_topic={
-            t: round(sum(1 for v in vs if v >= cut) / len(vs), 4) for t, vs in sorted(topics.items())
-        },
+        rule=rule_used(guesses, rule),
+        guessable=sum(1 for q in exam if is_guessable(guesses[q.id], cut, rule)),
+        guessable_by_topic={t: round(sum(fs) / len(fs), 4) for t, fs in sorted(flagged.items())},
         topics={
-            t: TopicGuess(
-                n=len(vs), guessable=sum(1 for v in vs if v >= cut), mean=round(statistics.fmean(vs), 4)
-            )
+            t: TopicGuess(n=len(vs), guessable=sum(flagged[t]), mean=round(statistics.fmean(vs), 4))
             for t, vs in sorted(topics.items())
         },
         closed_book_examiner=Rate.model_validate(closed_book_accuracy(exam, guesses).model_dump()),
@@ -240,7 +253,7 @@ def guess_stats(
                 guessability=guesses[q.id].guessability,
             )
             for q in exam
-            if is_guessable(guesses[q.id], cut)
+            if is_guessable(guesses[q.id], cut, rule)
         ],
         per_item={q.id: guesses[q.id].model_copy(deep=True) for q in exam},
     )
@@ -267,16 +280,18 @@ async def guessability_step(
     guesses = await guess(ctx, exam)
     for q in exam:
         q.guessability = guesses[q.id].guessability
-    stats.guessability = guess_stats(exam, guesses, cfg.max_guessability, guess_models(ctx))
+    stats.guessability = guess_stats(
+        exam, guesses, cfg.max_guessability, guess_models(ctx), cfg.guessability_rule
+    )
     if cfg.max_guessability is None:
         return exam, guesses
-    kept = [q for q in exam if not is_guessable(guesses[q.id], cfg.max_guessability)]
+    kept = [q for q in exam if not is_guessable(guesses[q.id], cfg.max_guessability, cfg.guessability_rule)]
     stats.filtered = {**(stats.filtered or {}), "guessable": len(exam) - len(kept)}
     stats.kept = len(kept)
     if cfg.exam_file is None and cfg.target_questions is not None and len(kept) < cfg.target_questions:
         why = (
             f"{len(exam) - len(kept)} of the {len(exam)} that passed the other filters were answerable "
-            f"closed-book (guessability >= max_guessability {cfg.max_guessability})"
+            f"closed-book ({_rule_text(rule_used(guesses, cfg.guessability_rule), cfg.max_guessability)})"
         )
         before = stats.target_missed
         stats.target_missed = (
@@ -285,3 +300,9 @@ async def guessability_step(
             else f"{len(kept)} questions kept, short of target_questions {cfg.target_questions}: {why}"
         )
     return kept, guesses
+
+
+def _rule_text(rule: str, threshold: float) -> str:
+    if rule == "readers_agree":
+        return "every closed-book reader picked the correct option"
+    return f"guessability >= max_guessability {threshold}"

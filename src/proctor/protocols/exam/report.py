@@ -21,6 +21,7 @@ from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.grading import ExamResponse
 from proctor.protocols.exam.result import (
     Baselines,
+    BeyondGuessing,
     Breakdowns,
     ExamIrt,
     ExamResult,
@@ -49,6 +50,7 @@ STAT_ORDER = (
     "calls",
     "calls_failed",
     "generated",
+    "repairs",
     "filtered",
     "distractors_removed",
     "kept",
@@ -59,6 +61,7 @@ STAT_LABELS = {
     "calls": "examiner calls",
     "calls_failed": "questions lost to failed calls (by cause; unparseable = schema/parse failure)",
     "generated": "questions parsed",
+    "repairs": "questions sent back for fresh distractors (by failure: repaired / asked)",
     "filtered": "questions filtered (by reason)",
     "distractors_removed": "spare distractors removed (by reason)",
     "kept": "questions kept (the exam)",
@@ -92,6 +95,13 @@ def _stat_rows(stats: ExamStats | None) -> list[StatRow]:
                 for i, r in enumerate(v, 1)
             ]
             rows.append(StatRow(STAT_LABELS[k], len(v), sub))
+        elif k == "repairs":
+            fixes: list[tuple[str, int | str]] = [
+                (f, f"{v.repaired.get(f, 0)} repaired / {n} asked") for f, n in v.asked.items()
+            ]
+            fixes.append(("repair calls", v.calls))
+            fixes += [(f"repair calls failed: {c}", n) for c, n in sorted(v.calls_failed.items())]
+            rows.append(StatRow(STAT_LABELS[k], sum(v.repaired.values()), fixes))
         elif isinstance(v, dict):
             rows.append(StatRow(STAT_LABELS[k], sum(v.values()), sorted(v.items())))
         else:
@@ -159,12 +169,14 @@ class PipelineRow:
     methods: list[tuple[str, int]]
     errors: list[tuple[str, int]]
     ability: IrtAbility | None
+    gain: BeyondGuessing | None
 
 
 @dataclass(frozen=True)
 class PipelinesView:
     rows: list[PipelineRow]
     plot: str | None
+    gains: bool = False
 
 
 def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> PipelinesView:
@@ -179,6 +191,7 @@ def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> Pip
             methods=sorted(p.methods.items()),
             errors=sorted(p.errors.items()),
             ability=irt.ability_of(p.name) if irt is not None else None,
+            gain=p.beyond_guessing,
         )
         for p in pipelines.values()
     ]
@@ -194,7 +207,7 @@ def _pipelines(pipelines: dict[str, PipelineResult], irt: ExamIrt | None) -> Pip
             [r.acc.hi for r in shown],
             xlabel="accuracy — whiskers: 95% Wilson interval",
         )
-    return PipelinesView(rows, plot)
+    return PipelinesView(rows, plot, any(r.gain is not None for r in rows))
 
 
 @dataclass(frozen=True)

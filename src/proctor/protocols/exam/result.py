@@ -261,6 +261,8 @@ class ItemGuessability(Part):
     guessability: float | None = None  # mean p_correct over the models; None when none answered
     per_model: dict[str, float] = Field(default_factory=dict)
     picked: str | None = None  # the examiner's closed-book pick
+    # model -> whether its most probable option is the correct one (the agreement rule reads these)
+    picked_key: dict[str, bool] = Field(default_factory=dict)
     methods: dict[str, str] = Field(default_factory=dict)  # model -> method
     failed: dict[str, str] = Field(default_factory=dict)  # model -> cause
 
@@ -293,6 +295,7 @@ class GuessStats(Part):
     histogram: dict[str, int]
     threshold: float
     filter: bool
+    rule: str = "probability"  # the rule that decided (readers_agree falls back to it with one reader)
     guessable: int
     guessable_by_topic: dict[str, float]
     topics: dict[str, TopicGuess]
@@ -314,6 +317,16 @@ class Round(Part):
     guessable: Annotated[int | None, OmitNone()] = None
 
 
+class RepairStats(Part):
+    """Questions sent back to the examiner for fresh distractors, by the failure that sent them (the first
+    one), how many of those then passed, and the repair calls made and failed (by cause)."""
+
+    asked: dict[str, int] = Field(default_factory=dict)
+    repaired: dict[str, int] = Field(default_factory=dict)
+    calls: int = 0
+    calls_failed: dict[str, int] = Field(default_factory=dict)
+
+
 class ExamStats(Part):
     """How the exam came to be (artifact `exam_stats`): generation counts, filters, labels, guessability,
     distributions. Keys that do not apply (e.g. generation counts of an exam read from a file) are absent."""
@@ -327,6 +340,7 @@ class ExamStats(Part):
     distractors_removed: Annotated[dict[str, int] | None, OmitNone()] = None
     kept: int
     embedding_filters: Annotated[bool | None, OmitNone()] = None
+    repairs: Annotated[RepairStats | None, OmitNone()] = None
     labels: Annotated[dict[str, int] | None, OmitNone()] = None
     rounds: Annotated[list[Round] | None, OmitNone()] = None
     target_missed: Annotated[str | None, OmitNone()] = None
@@ -396,11 +410,23 @@ class ExamPipelines(RootModel[list[PipelineSpec]]):
     """The artifact `exam_pipelines`: the pipelines of the grid, in order."""
 
 
+class BeyondGuessing(Part):
+    """A pipeline's score beyond guessing: its accuracy and a closed-book baseline's (`baseline`: the
+    grid's closed-book pipeline of the same LLM, or the examiner closed-book) on the items both answered,
+    and the chance-corrected gain (acc − closed) / (1 − closed) with a paired bootstrap interval."""
+
+    baseline: str
+    accuracy: Estimate
+    closed_book: Estimate
+    corrected: Estimate
+
+
 class PipelineResult(PipelineSpec):
     accuracy: Estimate  # metric `accuracy`, subject: the pipeline
     answered: int
     errors: dict[str, int]  # failed answers by cause
     methods: dict[str, int]  # answers by selection method
+    beyond_guessing: Annotated[BeyondGuessing | None, OmitNone()] = None
     # Metric `irt.ability` (the ability ± 1.96 SE); not in results.json (it is in `irt.abilities`).
     irt_ability: Annotated[Estimate | None, OmitNone(), Metric("irt.ability"), Field(exclude=True)] = None
 

@@ -14,12 +14,15 @@ import logging
 import math
 from collections import Counter
 
+import numpy as np
+
 from proctor.errors import UserError
 from proctor.estimates import Estimate
 from proctor.kit.context import RunContext, successes
 from proctor.kit.steps import Outcome
 from proctor.protocols.exam import generation
 from proctor.protocols.exam.assemble import assemble_exam
+from proctor.protocols.exam.beyond_guessing import beyond_guessing
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.exam_file import ExamQuestion, load_exam, write_exam
 from proctor.protocols.exam.filters import Embeddings
@@ -32,6 +35,7 @@ from proctor.protocols.exam.guessability import (
     is_guessable,
 )
 from proctor.protocols.exam.labels import label_exam
+from proctor.protocols.exam.repair import ExamRepair, repair_drafts
 from proctor.protocols.exam.result import (
     Breakdowns,
     ExamIrt,
@@ -85,6 +89,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         label = "writing exam questions" + (f" (round {len(rounds) + 1})" if rounds else "")
         outcomes = await generation.run_generation(ctx, plan, label)
         drafts, counts = generation.drafts_from(outcomes)
+        repairs, repair_keys = await repair_drafts(ctx, drafts, emb, sources, generation.example_passage())
         ctx.rng.bit_generator.state = copy.deepcopy(rng_state)
         exam, assembly = assemble_exam(
             drafts,
@@ -101,7 +106,11 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
             # The target counts items that also pass the guessability filter, measured per round (each
             # item once: later rounds and the final step read the stored answers).
             guesses = await guess(ctx, exam)
-            dropped = sum(1 for q in exam if is_guessable(guesses[q.id], cfg.max_guessability or 0.0))
+            dropped = sum(
+                1
+                for q in exam
+                if is_guessable(guesses[q.id], cfg.max_guessability or 0.0, cfg.guessability_rule)
+            )
             rounds[-1].kept, rounds[-1].guessable = len(exam) - dropped, dropped
         nxt = _next_round_size(cfg, rounds, cap)
         if nxt is None:
@@ -116,6 +125,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         )
         asked = nxt
     ctx.supersede(generation.ExamDraft.KIND, {o.key for o in outcomes})
+    ctx.supersede(ExamRepair.KIND, repair_keys)
     stats = ExamStats(
         planned=counts.planned,
         calls=counts.calls,
@@ -125,6 +135,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         distractors_removed=assembly.distractors_removed,
         kept=assembly.kept,
         embedding_filters=assembly.embedding_filters,
+        repairs=repairs if cfg.repair.attempts else None,
     )
     if cfg.target_questions is not None:
         stats.rounds = rounds
@@ -209,6 +220,13 @@ def _with_abilities(per: dict[str, PipelineResult], irt: ExamIrt) -> None:
             )
 
 
+def _gain_text(r: PipelineResult) -> str:
+    g = r.beyond_guessing
+    if g is None or g.corrected.value is None:
+        return "—"
+    return f"{g.corrected.text()} (closed-book {g.closed_book.value:.2f})"
+
+
 def _table(per: dict[str, PipelineResult], irt: ExamIrt | None) -> list[dict[str, str]]:
     rows = []
     for name, r in per.items():
@@ -221,6 +239,7 @@ def _table(per: dict[str, PipelineResult], irt: ExamIrt | None) -> list[dict[str
             {
                 "pipeline": name,
                 "accuracy [95% CI]": acc,
+                "beyond guessing": _gain_text(r),
                 f"ability ({model})": ability,
                 "selection": ", ".join(f"{k} {v}" for k, v in sorted(r.methods.items())) or "—",
                 "errors": str(sum(r.errors.values())),
@@ -259,6 +278,14 @@ async def run(ctx: RunContext[Config]) -> ExamResult:
     responses = await grade(ctx, pipelines, exam) if exam and pipelines else []
     ctx.supersede(ExamResponse.KIND, {o.key for o in responses})
     per, breakdowns = _pipeline_results(pipelines, exam, responses)
+    answers: dict[str, dict[str, ExamResponse]] = {}
+    for r in successes(responses):
+        if r.correct is not None:
+            answers.setdefault(r.pipeline, {})[r.question_id] = r
+    for name, gain in beyond_guessing(
+        pipelines, exam, answers, guesses, np.random.default_rng(ctx.config.seed)
+    ).items():
+        per[name].beyond_guessing = gain
     irt: ExamIrt | None = None
     if cfg.irt.enabled and exam and pipelines:
         from proctor.protocols.exam.irt_step import analyse, response_matrix
