@@ -324,3 +324,65 @@ def test_unit_labels_are_letters_so_they_cannot_be_taken_for_sentence_numbers() 
     assert labels(3) == ["A", "B", "C"]
     assert labels(28)[-3:] == ["Z", "AA", "AB"]
     assert not any(ch.isdigit() for label in labels(60) for ch in label)
+
+
+def _unit(keyword: str, description: str, evidence: str | None = None) -> KnowledgeUnit:
+    return KnowledgeUnit(
+        unit_id=keyword,
+        type="fact",
+        keyword=keyword,
+        description=description,
+        chunk_id="c1",
+        chunk_ids=["c1"],
+        evidence=evidence,
+    )
+
+
+def test_an_excerpt_stating_the_unit_word_for_word_is_decided_by_a_rule() -> None:
+    from proctor.protocols.reckon.judging import states_unit
+
+    u = _unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow.")
+    assert states_unit("The head of government of Veyra is the Administrator, Ines Marlow.", u) is not None
+    assert (
+        states_unit("Sure. THE HEAD OF GOVERNMENT OF VEYRA IS THE ADMINISTRATOR INES MARLOW!", u) is not None
+    )
+    # Negated, hedged, partial or paraphrased: the LLM judges.
+    assert (
+        states_unit(
+            "It is not true that the head of government of Veyra is the Administrator, Ines Marlow.", u
+        )
+        is None
+    )
+    assert states_unit("Maybe the head of government of Veyra is the Administrator, Ines Marlow.", u) is None
+    assert states_unit("The head of government of Veyra is the Administrator.", u) is None
+    assert states_unit("Ines Marlow, the Administrator, leads Veyra's government.", u) is None
+    # The source sentence counts too; a reference of two words is a term, not a fact.
+    ev = _unit(
+        "dam",
+        "The dam was finished in 1931.",
+        evidence="Work on the Orrin Dam ended in 1931 after six years.",
+    )
+    assert states_unit("Work on the Orrin Dam ended in 1931 after six years.", ev) is not None
+    assert states_unit("Orrin Dam", _unit("dam", "Orrin Dam")) is None
+
+
+def test_a_pick_without_the_units_names_is_replaced_by_the_sentence_that_has_them() -> None:
+    from proctor.protocols.reckon.judging import distinctive_terms, lexical_overlap, relexicalise
+
+    units = [
+        _unit("head of state", "The head of state of Veyra is the Chair, Oskar Lind."),
+        _unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow."),
+    ]
+    terms = distinctive_terms(units)
+    assert terms[0] == {"chair", "oskar", "lind"} and terms[1] == {"administrator", "ines", "marlow"}
+    sentences = [
+        "Veyra is governed by a joint authority.",
+        "Its ceremonial head is the Chair, Oskar Lind.",
+        "Day-to-day government lies with the Administrator, Ines Marlow.",
+    ]
+    overlap = lexical_overlap(terms, sentences)
+    # The extractor gave the head-of-state sentence to both units: the second is re-picked, the first kept.
+    assert relexicalise(overlap, [[2], [2]]) == [None, [3]]
+    # A pick that has some of the unit's names stands; an empty pick is left to the extractor's "none".
+    assert relexicalise(overlap, [[2], [3]]) == [None, None]
+    assert relexicalise(overlap, [[2], []]) == [None, None]

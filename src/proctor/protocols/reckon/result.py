@@ -39,7 +39,7 @@ class ReckonItem(Payload):
     reason: str | None
     baseline_answer_key: str | None
     scores: dict[str, float | None]
-    stage: str | None = None  # the method that decided the verdict: "judge", "guard" or "extract"
+    stage: str | None = None  # the method that decided the verdict: "rule", "judge", "guard" or "extract"
     p_correct: float | None = None  # the judge's P(correct) from its logprobs, where the server gave them
 
 
