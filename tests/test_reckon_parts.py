@@ -386,3 +386,24 @@ def test_a_pick_without_the_units_names_is_replaced_by_the_sentence_that_has_the
     # A pick that has some of the unit's names stands; an empty pick is left to the extractor's "none".
     assert relexicalise(overlap, [[2], [3]]) == [None, None]
     assert relexicalise(overlap, [[2], []]) == [None, None]
+
+
+def test_a_cluster_question_that_states_a_units_name_is_a_leak_checked_against_every_unit() -> None:
+    from proctor.protocols.reckon.questions import leaked_names, names_in, redact_names
+
+    units = [
+        _unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow."),
+        _unit("Oskar Lind", "Oskar Lind chaired the Veyra Joint Authority from 2041."),
+    ]
+    assert names_in(units[0].description) == {"Veyra", "Administrator", "Ines", "Marlow"}
+    q = "Who leads Veyra's government, was it Ines Marlow, and what did Oskar Lind chair?"
+    # Oskar Lind is a subject the question must name (a keyword), Veyra the setting both units state; Ines
+    # Marlow is the first unit's answer.
+    assert leaked_names(units, q) == {units[0].unit_id: {"Ines", "Marlow"}}
+    # Alone, a unit's every name not in its keyword counts (the re-ask may drop the setting).
+    assert leaked_names(units[:1], "Who heads the government of Veyra?") == {units[0].unit_id: {"Veyra"}}
+    clean = "Who is the head of government, and what did Oskar Lind chair?"
+    assert leaked_names(units, clean) == {}
+    assert redact_names(q, {"Ines", "Marlow"}) == (
+        "Who leads Veyra's government, was it … …, and what did Oskar Lind chair?"
+    )
