@@ -407,3 +407,23 @@ def test_a_cluster_question_that_states_a_units_name_is_a_leak_checked_against_e
     assert redact_names(q, {"Ines", "Marlow"}) == (
         "Who leads Veyra's government, was it … …, and what did Oskar Lind chair?"
     )
+
+
+def test_a_gap_to_the_per_unit_baseline_beyond_the_intervals_is_flagged() -> None:
+    from proctor.protocols.reckon.run import baseline_gap
+
+    def items(reckon: list[str], base: list[float | None]) -> list[ReckonItem]:
+        return [
+            ReckonItem.model_construct(status=s, scores={} if b is None else {"judge_with_reference": b})
+            for s, b in zip(reckon, base, strict=True)
+        ]
+
+    # 30 units: RECKON credits 12, the baseline 27 — far apart; uncovered units and units the baseline did
+    # not judge are left out of both.
+    far = baseline_gap(
+        items(["correct"] * 12 + ["incorrect"] * 18 + ["uncovered"], [1.0] * 27 + [0.0] * 3 + [1.0])
+    )
+    assert far is not None and far.flagged and far.reckon.n == far.baseline.n == 30
+    near = baseline_gap(items(["correct"] * 20 + ["incorrect"] * 10, [1.0] * 22 + [0.0] * 8))
+    assert near is not None and not near.flagged
+    assert baseline_gap(items(["correct"], [None])) is None
