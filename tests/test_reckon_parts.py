@@ -326,7 +326,7 @@ def test_unit_labels_are_letters_so_they_cannot_be_taken_for_sentence_numbers() 
     assert not any(ch.isdigit() for label in labels(60) for ch in label)
 
 
-def _unit(keyword: str, description: str, evidence: str | None = None) -> KnowledgeUnit:
+def _fact_unit(keyword: str, description: str, evidence: str | None = None) -> KnowledgeUnit:
     return KnowledgeUnit(
         unit_id=keyword,
         type="fact",
@@ -341,7 +341,7 @@ def _unit(keyword: str, description: str, evidence: str | None = None) -> Knowle
 def test_an_excerpt_stating_the_unit_word_for_word_is_decided_by_a_rule() -> None:
     from proctor.protocols.reckon.judging import states_unit
 
-    u = _unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow.")
+    u = _fact_unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow.")
     assert states_unit("The head of government of Veyra is the Administrator, Ines Marlow.", u) is not None
     assert (
         states_unit("Sure. THE HEAD OF GOVERNMENT OF VEYRA IS THE ADMINISTRATOR INES MARLOW!", u) is not None
@@ -357,21 +357,23 @@ def test_an_excerpt_stating_the_unit_word_for_word_is_decided_by_a_rule() -> Non
     assert states_unit("The head of government of Veyra is the Administrator.", u) is None
     assert states_unit("Ines Marlow, the Administrator, leads Veyra's government.", u) is None
     # The source sentence counts too; a reference of two words is a term, not a fact.
-    ev = _unit(
+    ev = _fact_unit(
         "dam",
         "The dam was finished in 1931.",
         evidence="Work on the Orrin Dam ended in 1931 after six years.",
     )
     assert states_unit("Work on the Orrin Dam ended in 1931 after six years.", ev) is not None
-    assert states_unit("Orrin Dam", _unit("dam", "Orrin Dam")) is None
+    assert states_unit("Orrin Dam", _fact_unit("dam", "Orrin Dam")) is None
 
 
 def test_a_pick_without_the_units_names_is_replaced_by_the_sentence_that_has_them() -> None:
     from proctor.protocols.reckon.judging import distinctive_terms, lexical_overlap, relexicalise
 
     units = [
-        _unit("head of state", "The head of state of Veyra is the Chair, Oskar Lind."),
-        _unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow."),
+        _fact_unit("head of state", "The head of state of Veyra is the Chair, Oskar Lind."),
+        _fact_unit(
+            "head of government", "The head of government of Veyra is the Administrator, Ines Marlow."
+        ),
     ]
     terms = distinctive_terms(units)
     assert terms[0] == {"chair", "oskar", "lind"} and terms[1] == {"administrator", "ines", "marlow"}
@@ -392,8 +394,10 @@ def test_a_cluster_question_that_states_a_units_name_is_a_leak_checked_against_e
     from proctor.protocols.reckon.questions import leaked_names, names_in, redact_names
 
     units = [
-        _unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow."),
-        _unit("Oskar Lind", "Oskar Lind chaired the Veyra Joint Authority from 2041."),
+        _fact_unit(
+            "head of government", "The head of government of Veyra is the Administrator, Ines Marlow."
+        ),
+        _fact_unit("Oskar Lind", "Oskar Lind chaired the Veyra Joint Authority from 2041."),
     ]
     assert names_in(units[0].description) == {"Veyra", "Administrator", "Ines", "Marlow"}
     q = "Who leads Veyra's government, was it Ines Marlow, and what did Oskar Lind chair?"

@@ -1003,12 +1003,15 @@ def test_question_that_gives_numbers_away_is_reasked_then_blanked(tmp_path: Path
     )
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
     (q,) = _items(result.run_dir, "reckon_question")
-    assert q["reasked"] and sorted(q["redacted"]) == ["1932", "nine"]
+    assert q["reasked"] and sorted(q["redacted"]) == ["1932", "Ansel", "Drumm", "Dunmere", "nine"]
     assert "1932" not in q["question"] and "nine" not in q["question"] and "(it is …)" in q["question"]
-    assert len(q["leaked"]) == 2  # tide gauge, salt tax: the units with a number
+    assert "Drumm" not in q["question"] and "Dunmere" not in q["question"]
+    assert len(q["leaked"]) == 4  # tide gauge, salt tax (a number); lighthouse keeper, winter market (a name)
     status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
-    # The parrot repeats the question: the blanked numbers are not credited; names are not checked.
+    # The parrot repeats the question: the blanked numbers and names are not credited. A lower-case value
+    # ("bronze") is neither a number nor a name: the check does not see it.
     assert status["tide gauge"] == status["salt tax"] == "incorrect"
+    assert status["lighthouse keeper"] == status["winter market"] == "incorrect"
     assert status["harbour bell"] == "correct"
     report = (result.run_dir / "report.html").read_text()
     assert (
