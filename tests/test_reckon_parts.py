@@ -324,3 +324,110 @@ def test_unit_labels_are_letters_so_they_cannot_be_taken_for_sentence_numbers() 
     assert labels(3) == ["A", "B", "C"]
     assert labels(28)[-3:] == ["Z", "AA", "AB"]
     assert not any(ch.isdigit() for label in labels(60) for ch in label)
+
+
+def _fact_unit(keyword: str, description: str, evidence: str | None = None) -> KnowledgeUnit:
+    return KnowledgeUnit(
+        unit_id=keyword,
+        type="fact",
+        keyword=keyword,
+        description=description,
+        chunk_id="c1",
+        chunk_ids=["c1"],
+        evidence=evidence,
+    )
+
+
+def test_an_excerpt_stating_the_unit_word_for_word_is_decided_by_a_rule() -> None:
+    from proctor.protocols.reckon.judging import states_unit
+
+    u = _fact_unit("head of government", "The head of government of Veyra is the Administrator, Ines Marlow.")
+    assert states_unit("The head of government of Veyra is the Administrator, Ines Marlow.", u) is not None
+    assert (
+        states_unit("Sure. THE HEAD OF GOVERNMENT OF VEYRA IS THE ADMINISTRATOR INES MARLOW!", u) is not None
+    )
+    # Negated, hedged, partial or paraphrased: the LLM judges.
+    assert (
+        states_unit(
+            "It is not true that the head of government of Veyra is the Administrator, Ines Marlow.", u
+        )
+        is None
+    )
+    assert states_unit("Maybe the head of government of Veyra is the Administrator, Ines Marlow.", u) is None
+    assert states_unit("The head of government of Veyra is the Administrator.", u) is None
+    assert states_unit("Ines Marlow, the Administrator, leads Veyra's government.", u) is None
+    # The source sentence counts too; a reference of two words is a term, not a fact.
+    ev = _fact_unit(
+        "dam",
+        "The dam was finished in 1931.",
+        evidence="Work on the Orrin Dam ended in 1931 after six years.",
+    )
+    assert states_unit("Work on the Orrin Dam ended in 1931 after six years.", ev) is not None
+    assert states_unit("Orrin Dam", _fact_unit("dam", "Orrin Dam")) is None
+
+
+def test_a_pick_without_the_units_names_is_replaced_by_the_sentence_that_has_them() -> None:
+    from proctor.protocols.reckon.judging import distinctive_terms, lexical_overlap, relexicalise
+
+    units = [
+        _fact_unit("head of state", "The head of state of Veyra is the Chair, Oskar Lind."),
+        _fact_unit(
+            "head of government", "The head of government of Veyra is the Administrator, Ines Marlow."
+        ),
+    ]
+    terms = distinctive_terms(units)
+    assert terms[0] == {"chair", "oskar", "lind"} and terms[1] == {"administrator", "ines", "marlow"}
+    sentences = [
+        "Veyra is governed by a joint authority.",
+        "Its ceremonial head is the Chair, Oskar Lind.",
+        "Day-to-day government lies with the Administrator, Ines Marlow.",
+    ]
+    overlap = lexical_overlap(terms, sentences)
+    # The extractor gave the head-of-state sentence to both units: the second is re-picked, the first kept.
+    assert relexicalise(overlap, [[2], [2]]) == [None, [3]]
+    # A pick that has some of the unit's names stands; an empty pick is left to the extractor's "none".
+    assert relexicalise(overlap, [[2], [3]]) == [None, None]
+    assert relexicalise(overlap, [[2], []]) == [None, None]
+
+
+def test_a_cluster_question_that_states_a_units_name_is_a_leak_checked_against_every_unit() -> None:
+    from proctor.protocols.reckon.questions import leaked_names, names_in, redact_names
+
+    units = [
+        _fact_unit(
+            "head of government", "The head of government of Veyra is the Administrator, Ines Marlow."
+        ),
+        _fact_unit("Oskar Lind", "Oskar Lind chaired the Veyra Joint Authority from 2041."),
+    ]
+    assert names_in(units[0].description) == {"Veyra", "Administrator", "Ines", "Marlow"}
+    q = "Who leads Veyra's government, was it Ines Marlow, and what did Oskar Lind chair?"
+    # Oskar Lind is a subject the question must name (a keyword), Veyra the setting both units state; Ines
+    # Marlow is the first unit's answer.
+    assert leaked_names(units, q) == {units[0].unit_id: {"Ines", "Marlow"}}
+    # Alone, a unit's every name not in its keyword counts (the re-ask may drop the setting).
+    assert leaked_names(units[:1], "Who heads the government of Veyra?") == {units[0].unit_id: {"Veyra"}}
+    clean = "Who is the head of government, and what did Oskar Lind chair?"
+    assert leaked_names(units, clean) == {}
+    assert redact_names(q, {"Ines", "Marlow"}) == (
+        "Who leads Veyra's government, was it … …, and what did Oskar Lind chair?"
+    )
+
+
+def test_a_gap_to_the_per_unit_baseline_beyond_the_intervals_is_flagged() -> None:
+    from proctor.protocols.reckon.run import baseline_gap
+
+    def items(reckon: list[str], base: list[float | None]) -> list[ReckonItem]:
+        return [
+            ReckonItem.model_construct(status=s, scores={} if b is None else {"judge_with_reference": b})
+            for s, b in zip(reckon, base, strict=True)
+        ]
+
+    # 30 units: RECKON credits 12, the baseline 27 — far apart; uncovered units and units the baseline did
+    # not judge are left out of both.
+    far = baseline_gap(
+        items(["correct"] * 12 + ["incorrect"] * 18 + ["uncovered"], [1.0] * 27 + [0.0] * 3 + [1.0])
+    )
+    assert far is not None and far.flagged and far.reckon.n == far.baseline.n == 30
+    near = baseline_gap(items(["correct"] * 20 + ["incorrect"] * 10, [1.0] * 22 + [0.0] * 8))
+    assert near is not None and not near.flagged
+    assert baseline_gap(items(["correct"], [None])) is None

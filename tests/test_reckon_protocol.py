@@ -315,6 +315,10 @@ def write_config(
         for fname, text in corpus_text().items():
             (docs_dir / fname).write_text(text)
     cands = "\n".join(f"  - {{name: {c}, model: {c}}}" for c in candidates)
+    if reckon.startswith("{") and "rules:" not in reckon:
+        # These candidates state units word for word: the rule layer would settle them before the judge
+        # these tests exercise. It has its own test (`rules: true`).
+        reckon = "{rules: false, " + reckon[1:] if reckon != "{}" else "{rules: false}"
     models = MODELS.replace("judge: judge}", f"judge: {judge}}}")
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(
@@ -999,12 +1003,15 @@ def test_question_that_gives_numbers_away_is_reasked_then_blanked(tmp_path: Path
     )
     result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
     (q,) = _items(result.run_dir, "reckon_question")
-    assert q["reasked"] and sorted(q["redacted"]) == ["1932", "nine"]
+    assert q["reasked"] and sorted(q["redacted"]) == ["1932", "Ansel", "Drumm", "Dunmere", "nine"]
     assert "1932" not in q["question"] and "nine" not in q["question"] and "(it is …)" in q["question"]
-    assert len(q["leaked"]) == 2  # tide gauge, salt tax: the units with a number
+    assert "Drumm" not in q["question"] and "Dunmere" not in q["question"]
+    assert len(q["leaked"]) == 4  # tide gauge, salt tax (a number); lighthouse keeper, winter market (a name)
     status = {it["keyword"]: it["status"] for it in _items(result.run_dir, "reckon_item")}
-    # The parrot repeats the question: the blanked numbers are not credited; names are not checked.
+    # The parrot repeats the question: the blanked numbers and names are not credited. A lower-case value
+    # ("bronze") is neither a number nor a name: the check does not see it.
     assert status["tide gauge"] == status["salt tax"] == "incorrect"
+    assert status["lighthouse keeper"] == status["winter market"] == "incorrect"
     assert status["harbour bell"] == "correct"
     report = (result.run_dir / "report.html").read_text()
     assert (
@@ -1202,3 +1209,29 @@ def test_with_extract_runs_apart_from_the_two_call_mode(tmp_path: Path) -> None:
         cfg = write_config(tmp_path, ["half"], f"{{judge_mode: {mode}}}", name=mode)
         hashes.add(load_config(cfg).config_hash())
     assert len(hashes) == 3
+
+
+def test_an_excerpt_stating_its_unit_is_decided_by_a_rule_without_a_judge_call(tmp_path: Path) -> None:
+    """The "half" candidate states its right units word for word ("The harbour bell is bronze."): with the
+    rule layer on they are correct by rule (stage "rule") and only the other units reach the judge."""
+    reckon = "{target_cluster_size: 10, max_rounds: 1, judge_mode: unit, rules: true}"
+    cfg = write_config(tmp_path, ["half"], reckon)
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    verdicts = _items(result.run_dir, "reckon_verdict")
+    by_stage: dict[str, set[str]] = {}
+    for v in verdicts:
+        by_stage.setdefault(v["stage"], set()).add(v["unit_id"])
+    ruled = [v for v in verdicts if v["stage"] == "rule"]
+    assert ruled and all(v["verdict"] == "correct" and v["reason"].startswith("states_unit") for v in ruled)
+    assert all(FACTS[k] in v["excerpt"] for v in ruled for k in FACTS if k in v["excerpt"])
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    judged = {
+        json.loads(d)["unit_id"]
+        for (d,) in con.execute("SELECT data FROM items WHERE kind = 'reckon_verdict'")
+        if json.loads(d)["stage"] in ("judge", "guard")
+    }
+    calls = con.execute(
+        "SELECT COUNT(*) FROM model_calls WHERE role = 'reckon:judge' AND error IS NULL"
+    ).fetchone()[0]
+    assert calls == len(judged)  # one stage-2 call per judged unit, none for the ruled ones
+    assert not by_stage["rule"] & judged

@@ -144,6 +144,12 @@ class Config(BaseModel):
         "excerpt judged is those sentences of the answer, never text the judge wrote",
     )
 
+    rules: bool = Field(
+        True,
+        description="an excerpt that states the unit's description (or source sentence) word for word, with "
+        "no negation or alternative around it, is correct without the judge (stage `rule`), as qa's "
+        "equivalence rules decide before any model call",
+    )
     guards: bool = Field(
         True,
         description='a judge\'s "correct" becomes "incorrect" where a guard of proctor.judging.equivalence '

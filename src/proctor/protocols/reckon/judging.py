@@ -11,7 +11,9 @@ unit); with `extract_mode: unit` there is one call per unit. A unit with no sent
 *uncovered* without a stage-2 call. `extract_check` (default on) checks each selection with the embedder:
 a small extractor can shift its picks by one across a cluster (unit B gets the sentence about C); where a
 unit's picks are far from it and another sentence restates it (and no other unit of the cluster), that
-sentence replaces the picks, recorded in `realigned` (`realign`).
+sentence replaces the picks, recorded in `realigned` (`realign`). Then lexically: where the picks hold none
+of the unit's own names and numbers and another sentence holds most of them (`relexicalise`) — a sentence
+about a neighbouring subject can be as close by embedding as the right one.
 
 Stage 2 (judge): the excerpt is judged against the unit's reference (keyword, description, source
 sentence) -> correct / incorrect / uncovered, with a reason. The prompt makes the reference the ground
@@ -32,7 +34,12 @@ The stage-2 calls and the one-call mode ask for token logprobs: each unit's verd
 P(correct) — its share of "correct" among the three verdict words at the unit's own verdict field
 (`proctor.judging.llm.verdict_distributions`), None where the server gives no logprobs. It is recorded
 beside the judge's own verdict, never used to change it; a guard's veto keeps it; a unit stage 1 settles as
-uncovered has none. `stage` says which method decided: "judge", "guard" or "extract".
+uncovered has none. `stage` says which method decided: "rule", "judge", "guard" or "extract".
+
+Rules first, as in qa: an excerpt that states the unit's description (or its source sentence) word for word
+after normalisation, with no negation or alternative around it, is correct without a model call (stage
+"rule"); with `judge_mode: with_extract` the rule stands over the call's verdict. The LLM judges the rest, and
+the guards may overrule its "correct".
 """
 
 from __future__ import annotations
@@ -45,8 +52,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from proctor.errors import StepError
-from proctor.judging.equivalence import nothing_beyond_question, veto
+from proctor.judging.equivalence import RuleDecision, nothing_beyond_question, veto
 from proctor.judging.llm import TOP_LOGPROBS, verdict_distributions
+from proctor.judging.metrics import normalize_answer
 from proctor.kit.context import RunContext
 from proctor.kit.steps import Failure, Outcome, Payload
 from proctor.prompts import render_messages
@@ -252,6 +260,63 @@ def realign(similarity: np.ndarray, ids: list[list[int]]) -> list[list[int] | No
     return out
 
 
+# The lexical check (with the embedding check): a unit's distinctive terms are its names and numbers that
+# no other unit of the cluster has. A pick that contains none of them while another sentence of the answer
+# contains at least LEXICAL_FLOOR of them (and more than of any other unit's) is replaced by that sentence:
+# a small extractor picks a sentence about a neighbouring subject (the head of state for the head of
+# government) whose embedding is as close as the right one's.
+LEXICAL_FLOOR = 0.5
+_TERM = re.compile(r"\b(?:\d[\d,.]*\d|\d|[A-Z][\w'-]+)")
+
+
+def distinctive_terms(units: list[KnowledgeUnit]) -> list[set[str]]:
+    """Per unit, the lower-cased names (capitalised words not opening the sentence) and numbers of its
+    keyword and description that no other unit of the list has."""
+    terms: list[set[str]] = []
+    for u in units:
+        found: set[str] = set()
+        for text in (u.keyword, *split_sentences(u.description)):
+            for i, m in enumerate(_TERM.finditer(text)):
+                word = m.group(0)
+                if word[0].isupper() and m.start() == 0 and text is not u.keyword and i == 0:
+                    continue  # the sentence's first word is capitalised anyway
+                found.add(word.lower().rstrip(".,"))
+        terms.append(found)
+    counts: dict[str, int] = {}
+    for t in terms:
+        for w in t:
+            counts[w] = counts.get(w, 0) + 1
+    return [{w for w in t if counts[w] == 1} for t in terms]
+
+
+def lexical_overlap(terms: list[set[str]], sentences: list[str]) -> np.ndarray:
+    """units x sentences: the share of each unit's distinctive terms a sentence contains (0 without terms)."""
+    out = np.zeros((len(terms), len(sentences)))
+    words = [set(re.findall(r"[\w'-]+|\d[\d,.]*\d", s.lower())) for s in sentences]
+    for i, t in enumerate(terms):
+        if t:
+            for j, w in enumerate(words):
+                out[i, j] = len(t & w) / len(t)
+    return out
+
+
+def relexicalise(overlap: np.ndarray, ids: list[list[int]]) -> list[list[int] | None]:
+    """Per unit, the sentence that replaces a pick holding none of its distinctive terms, or None."""
+    out: list[list[int] | None] = []
+    if overlap.size == 0:
+        return [None] * len(ids)
+    for i, chosen in enumerate(ids):
+        j = int(overlap[i].argmax())
+        best = float(overlap[i, j])
+        have = max((float(overlap[i, k - 1]) for k in chosen), default=0.0)
+        others = [float(overlap[o, j]) for o in range(len(ids)) if o != i]
+        if chosen and have == 0.0 and best >= LEXICAL_FLOOR and best > max(others, default=0.0):
+            out.append([j + 1])
+        else:
+            out.append(None)
+    return out
+
+
 class UnitVerdict(Payload):
     """Stage 2 (or the extraction rule) for one unit of one answer: correct / incorrect / uncovered."""
 
@@ -265,7 +330,8 @@ class UnitVerdict(Payload):
     sentence_ids: list[int]
     verdict: str | None = None
     reason: str | None = None
-    # The method that decided: "judge", "guard" (overruled the judge's "correct") or "extract" (stage 1).
+    # The method that decided: "rule" (the excerpt states the unit), "judge", "guard" (overruled the judge's
+    # "correct") or "extract" (stage 1: no sentence about the unit).
     stage: str = "judge"
     p_correct: float | None = None  # the judge's P(correct) from its logprobs (None: no logprobs, or no call)
 
@@ -387,6 +453,10 @@ async def run_extraction(
             for u, new in zip(units, realign(sim, [ids[u.unit_id] for u in units]), strict=True):
                 if new is not None:
                     realigned[u.unit_id], ids[u.unit_id] = ids[u.unit_id], new
+            overlap = lexical_overlap(distinctive_terms(units), job.sentences)
+            for u, new in zip(units, relexicalise(overlap, [ids[u.unit_id] for u in units]), strict=True):
+                if new is not None and u.unit_id not in realigned:
+                    realigned[u.unit_id], ids[u.unit_id] = ids[u.unit_id], new
         excerpts = {uid: " ".join(job.sentences[i - 1] for i in chosen) for uid, chosen in ids.items()}
         return Extraction(
             answer_key=job.answer_key,
@@ -422,6 +492,48 @@ class JudgeJob:
     question: str = ""  # the question the answer replies to: an excerpt that only echoes it is not credited
     # with_extract: the stage-1 call's verdict on this excerpt and its P(correct) (no stage-2 call)
     given: tuple[str, float | None] | None = None
+
+
+# Words that turn a stated fact around or make it one option among others.
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|nothing|none|false|incorrect|wrong|without)\b|n't\b")
+_ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably|unclear|unsure|unknown)\b")
+MIN_STATED_WORDS = 3  # a reference this short is a term, not a fact: the LLM judges it
+
+
+def states_unit(excerpt: str, unit: KnowledgeUnit) -> RuleDecision | None:
+    """Sure "correct": the excerpt contains the unit's description or its source sentence word for word
+    (normalised: case, punctuation, articles) and says nothing around it that negates it or offers an
+    alternative. A fact stated verbatim needs no judge; anything less (a paraphrase, a number in other
+    units) is left to the LLM, since a unit's reference is a sentence and the short-answer rules of qa
+    could match one of its numbers to the wrong fact."""
+    said = f" {normalize_answer(excerpt)} "
+    for ref in (unit.description, unit.evidence or ""):
+        r = normalize_answer(ref)
+        if len(r.split()) < MIN_STATED_WORDS or f" {r} " not in said:
+            continue
+        rest = said.replace(f" {r} ", " ")
+        ref_has_neg = bool(_NEGATION.search(r))
+        if (_NEGATION.search(rest) and not ref_has_neg) or _ALTERNATIVE.search(rest):
+            continue
+        return RuleDecision("states_unit", ref)
+    return None
+
+
+def _ruled(job: JudgeJob, rule: RuleDecision, p_correct: float | None) -> UnitVerdict:
+    update = {
+        "verdict": "correct",
+        "reason": f"{rule.method}: the excerpt states the unit word for word",
+        "stage": "rule",
+        "p_correct": p_correct,
+    }
+    return job.pending.model_copy(update=update)
+
+
+def rule_for(job: JudgeJob, rules: bool) -> RuleDecision | None:
+    """The rule that settles a job without the judge (never one stage 1 settled as uncovered)."""
+    if not rules or job.uncovered is not None:
+        return None
+    return states_unit(job.pending.excerpt, job.unit)
 
 
 def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: float | None) -> UnitVerdict:
@@ -482,8 +594,9 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
     order."""
     cfg = ctx.settings
     judge = ctx.role("judge")
-    settled = [j for j in jobs if j.uncovered is not None or j.given is not None]
-    to_judge = [j for j in jobs if j.uncovered is None and j.given is None]
+    ruled = {_unit_of(j): r for j in jobs if (r := rule_for(j, cfg.rules)) is not None}
+    settled = [j for j in jobs if j.uncovered is not None or j.given is not None or _unit_of(j) in ruled]
+    to_judge = [j for j in jobs if j.uncovered is None and j.given is None and _unit_of(j) not in ruled]
     batched = cfg.judge_mode in ("cluster", "with_extract")  # with_extract: realigned units only
     replies: dict[tuple[str, str], UnitReply | Failure] = {}
     if batched:
@@ -493,6 +606,8 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         if job.uncovered is not None:
             update = {"verdict": "uncovered", "reason": job.uncovered, "stage": "extract"}
             return job.pending.model_copy(update=update)
+        if (rule := ruled.get(_unit_of(job))) is not None:
+            return _ruled(job, rule, job.given[1] if job.given is not None else None)
         if job.given is not None:
             return _verdict(job, job.given[0], None, cfg.guards, job.given[1])
         if batched:
@@ -524,7 +639,7 @@ async def run_judging(ctx: RunContext[Config], round_no: int, jobs: list[JudgeJo
         f"reckon round {round_no}: " + ("verdicts" if batched else "judging"),
         settled + to_judge,
         judge_unit,
-        unit_id=lambda j: (j.pending, j.unit, j.question, j.uncovered, j.given),
+        unit_id=lambda j: (j.pending, j.unit, j.question, j.uncovered, j.given, _unit_of(j) in ruled),
         role=JUDGE_ROLE,
         output=UnitVerdict,
         context=lambda j: j.pending.model_dump(mode="json"),

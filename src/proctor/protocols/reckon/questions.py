@@ -14,8 +14,10 @@ own (`rounds.plan_questions`) — more questions, each entirely the examiner's, 
 
 The question must not give a unit's answer away: a number the unit states (digits or a number word) that
 its keyword does not, found in the question ("Why is a dozen fourteen fish?"), is a leak — a closed-book
-candidate would score by repeating it. The same re-ask names the leaked values; values still in the
-question after it are blanked out ("…") in the question asked (`leaked`, `redacted`).
+candidate would score by repeating it. So is a name the unit states that no keyword of the cluster has
+("What did the Administrator, Ines Marlow, decide?" for the unit "the head of government is Ines Marlow"):
+checked against every unit the question targets. The same re-ask names the leaked values; values still
+in the question after it are blanked out ("…") in the question asked (`leaked`, `redacted`).
 """
 
 from __future__ import annotations
@@ -113,6 +115,45 @@ def leaked_values(units: list[KnowledgeUnit], question: str) -> dict[str, set[fl
     return out
 
 
+_CAPITALISED = re.compile(r"\b[A-Z][\w-]{2,}")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)$")
+
+
+def names_in(text: str) -> set[str]:
+    """Capitalised words of `text` (three letters or more) that do not open a sentence, and are not
+    stopwords: the names a unit states."""
+    out = set()
+    for m in _CAPITALISED.finditer(text):
+        if _SENTENCE_START.search(text[: m.start()]) or m.group(0).lower() in _STOPWORDS:
+            continue
+        out.add(m.group(0))
+    return out
+
+
+def leaked_names(units: list[KnowledgeUnit], question: str) -> dict[str, set[str]]:
+    """unit id -> the names the unit states that the question states too, leaving out every name a keyword
+    of the cluster has (those the question must name) and names two units of the cluster state (their
+    common setting, such as the place they are all about, not one unit's answer)."""
+    text = question.replace(INVITATION, " ")
+    asked = {m.group(0) for m in _CAPITALISED.finditer(text)}
+    named = {w.lower() for u in units for w in re.findall(r"[\w'-]+", u.keyword)}
+    stated = [names_in(u.description) for u in units]
+    shared = {n for i, a in enumerate(stated) for b in stated[i + 1 :] for n in a & b}
+    out = {}
+    for u, own in zip(units, stated, strict=True):
+        leak = {n for n in own & asked if n.lower() not in named and n not in shared}
+        if leak:
+            out[u.unit_id] = leak
+    return out
+
+
+def redact_names(question: str, names: set[str]) -> str:
+    """The question with every mention of `names` (whole words) blanked out as "…"."""
+    for n in sorted(names, key=len, reverse=True):
+        question = re.sub(rf"\b{re.escape(n)}\b", "…", question)
+    return question
+
+
 def leaked_text(question: str, values: set[float]) -> list[str]:
     """How the question writes the leaked values ("fourteen", "6"), in order, once each."""
     return list(dict.fromkeys(question[a:b] for a, b, v in number_mentions(question) if v in values))
@@ -147,7 +188,7 @@ class ClusterQuestion(Payload):
     unit_ids: list[str]
     # Units of the cluster whose subject the question does not name (after the re-ask).
     missing: list[str] = Field(default_factory=list)
-    # Units whose numbers the question gave away (after the re-ask; blanked out in `question`).
+    # Units whose numbers or names the question gave away (after the re-ask; blanked out in `question`).
     leaked: list[str] = Field(default_factory=list)
     redacted: list[str] = Field(default_factory=list)  # the values blanked out, as the question wrote them
     # Units whose subject the examiner left out and `left_out: list` named in an added sentence.
@@ -176,7 +217,7 @@ async def generate_questions(
 
         async def ask(
             msgs: list[Message],
-        ) -> tuple[dict[str, Any], str, list[KnowledgeUnit], dict[str, set[float]]]:
+        ) -> tuple[dict[str, Any], str, list[KnowledgeUnit], dict[str, set[float]], dict[str, set[str]]]:
             c = await examiner.generate(
                 msgs,
                 json_schema=QUESTION_SCHEMA,
@@ -185,39 +226,50 @@ async def generate_questions(
                 max_tokens=ctx.settings.question_max_tokens,
             )
             question = with_invitation(str(c.parsed["question"]))
-            return c.parsed, c.text, missing_subjects(units, question), leaked_values(units, question)
+            return (
+                c.parsed,
+                c.text,
+                missing_subjects(units, question),
+                leaked_values(units, question),
+                leaked_names(units, question),
+            )
 
-        parsed, text, missing, leaks = await ask(messages)
+        parsed, text, missing, leaks, name_leaks = await ask(messages)
         listing = ctx.settings.left_out == "list"
-        reasked = bool(leaks or (missing and not listing))
+        reasked = bool(leaks or name_leaks or (missing and not listing))
         if reasked:  # re-ask once, naming what is wrong; keep the reply with fewer problems
             values = set().union(*leaks.values()) if leaks else set()
+            first = with_invitation(str(parsed["question"]))
             feedback = render_text(
                 f"{REASK_PROMPT}.user.j2",
                 missing=[u.keyword for u in missing],
-                leaked=leaked_text(with_invitation(str(parsed["question"])), values),
+                leaked=leaked_text(first, values)
+                + sorted(set().union(*name_leaks.values()) if name_leaks else ()),
             )
             retry = await ask(
                 [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
             )
-            if len(retry[2]) + len(retry[3]) < len(missing) + len(leaks):
-                parsed, _, missing, leaks = retry
+            if len(retry[2]) + len(retry[3]) + len(retry[4]) < len(missing) + len(leaks) + len(name_leaks):
+                parsed, _, missing, leaks, name_leaks = retry
         question = with_invitation(str(parsed["question"]))
         listed = missing if listing else []
-        if listed:  # name the subjects left out; the added names may give another unit's number away
+        if listed:  # name the subjects left out; the added names may give another unit's answer away
             question = name_left_out(question, listed)
             missing, leaks = missing_subjects(units, question), leaked_values(units, question)
+            name_leaks = leaked_names(units, question)
         values = set().union(*leaks.values()) if leaks else set()
-        redacted = leaked_text(question, values)
+        names: set[str] = set().union(*name_leaks.values()) if name_leaks else set()
+        redacted = leaked_text(question, values) + sorted(names)
+        asked = redact(question, values) if values else question
         return ClusterQuestion(
             question_id=current_key(),
             round=round_no,
             center=" ".join(str(parsed["center"]).split())[:120] or "(unnamed)",
             question_type=parsed["question_type"],
-            question=redact(question, values) if values else question,
+            question=redact_names(asked, names) if names else asked,
             unit_ids=[u.unit_id for u in units],
             missing=[u.unit_id for u in missing],
-            leaked=list(leaks),
+            leaked=list(dict.fromkeys([*leaks, *name_leaks])),
             redacted=redacted,
             listed=[u.unit_id for u in listed],
             reasked=reasked,

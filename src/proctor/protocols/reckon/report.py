@@ -36,7 +36,12 @@ STEP_LABELS = {"questions": "question generation", "answers": "candidate answers
 
 
 BROWSER_LIMIT = 500
-STAGES = ("judge", "guard", "extract")  # the methods that decide a unit's verdict, in the table's order
+STAGES = (
+    "rule",
+    "judge",
+    "guard",
+    "extract",
+)  # the methods that decide a unit's verdict, in the table's order
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class ReckonItem(Payload):
     reason: str | None
     baseline_answer_key: str | None
     scores: dict[str, float | None]
-    stage: str | None = None  # the method that decided the verdict: "judge", "guard" or "extract"
+    stage: str | None = None  # the method that decided the verdict: "rule", "judge", "guard" or "extract"
     p_correct: float | None = None  # the judge's P(correct) from its logprobs, where the server gave them
 
 
@@ -121,6 +121,16 @@ class BaselineScores(Part):
         return value if isinstance(value, Estimate) else None
 
 
+class BaselineGap(Part):
+    """RECKON's accuracy and the per-unit judge-with-reference baseline's on the same units (those both
+    judged), Wilson intervals; `flagged` when the intervals do not overlap — one method credits the
+    candidate with clearly more units than the other, so read the unit browser before trusting either."""
+
+    reckon: Estimate
+    baseline: Estimate
+    flagged: bool
+
+
 class ReckonCandidate(Part):
     model: str
     retriever: str
@@ -137,6 +147,7 @@ class ReckonCandidate(Part):
     by_unit_type: list[Breakdown]
     by_question_type: list[Breakdown]
     baselines: BaselineScores = Field(default_factory=BaselineScores)
+    baseline_gap: Annotated[BaselineGap | None, OmitNone()] = None
 
 
 class CostTotals(Part):

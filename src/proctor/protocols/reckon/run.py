@@ -22,6 +22,7 @@ from proctor.protocols.reckon.cost import cost_summary
 from proctor.protocols.reckon.judging import UnitVerdict
 from proctor.protocols.reckon.metaeval import item_id, load_labels, meta_evaluate, resolve_labels
 from proctor.protocols.reckon.result import (
+    BaselineGap,
     BaselineScores,
     Breakdown,
     CandidateDetails,
@@ -148,6 +149,27 @@ def _status_score(status: str | None) -> float | None:
     return 1.0 if status == "correct" else 0.0 if status == "incorrect" else None
 
 
+def baseline_gap(items: list[ReckonItem]) -> BaselineGap | None:
+    """RECKON and the judge-with-reference baseline on the units both judged (None when there are none)."""
+    both = [
+        (it.status == "correct", bool(b))
+        for it in items
+        if it.status in ("correct", "incorrect") and (b := it.scores.get("judge_with_reference")) is not None
+    ]
+    if not both:
+        return None
+    reckon = Estimate.proportion(sum(r for r, _ in both), len(both))
+    base = Estimate.proportion(sum(b for _, b in both), len(both))
+    apart = (
+        reckon.lo is not None
+        and reckon.hi is not None
+        and base.lo is not None
+        and base.hi is not None
+        and (reckon.hi < base.lo or base.hi < reckon.lo)
+    )
+    return BaselineGap(reckon=reckon, baseline=base, flagged=apart)
+
+
 async def _finish(
     ctx: RunContext[Config],
     units: list[KnowledgeUnit],
@@ -254,7 +276,15 @@ async def _finish(
             by_unit_type=_breakdown(mine, lambda it: it.unit_type),
             by_question_type=_breakdown(mine, lambda it: it.question_type),
             baselines=baselines,
+            baseline_gap=baseline_gap(mine) if "judge_with_reference" in cfg.baselines else None,
         )
+        gap = candidates[name].baseline_gap
+        if gap is not None and gap.flagged:
+            warnings.append(
+                f"{name}: RECKON accuracy {gap.reckon.text()} and the per-unit judge-with-reference baseline "
+                f"{gap.baseline.text()} on the same units do not overlap; compare their verdicts in the unit "
+                "browser"
+            )
         details[name] = CandidateDetails(
             round_log=cr.rounds, by_cluster=_breakdown(mine, lambda it: it.cluster)
         )
