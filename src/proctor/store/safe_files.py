@@ -11,6 +11,7 @@ these checks guard against hostile run folders, not against a hostile process ra
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -59,9 +60,10 @@ def check_folder(folder: Path) -> None:
         raise UnsafeStoreFile(f"{folder.name} is not a folder")
 
 
-def read_plain(path: Path, limit: int) -> bytes:
+def read_plain(path: Path, limit: int, *, head: bool = False) -> bytes:
     """The bytes of a plain file (checked on the open file itself: no link is followed, even one put in
-    place after an earlier check); UnsafeStoreFile otherwise or when it holds more than `limit` bytes."""
+    place after an earlier check); UnsafeStoreFile otherwise or when it holds more than `limit` bytes.
+    `head`: its first `limit` bytes, whatever its size."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -74,6 +76,27 @@ def read_plain(path: Path, limit: int) -> bytes:
             raise UnsafeStoreFile(f"{path.name} is not a regular file")
         if st.st_nlink > 1:
             raise UnsafeStoreFile(f"{path.name} has other hard links")
-        if st.st_size > limit:
+        if st.st_size > limit and not head:
             raise UnsafeStoreFile(f"{path.name} is larger than {limit // 1_000_000} MB")
         return fh.read(limit + 1)[:limit]
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_sqlite_header(path: Path) -> None:
+    """`path` (a checked plain file) starts as a SQLite database and is as long as its header says: a
+    truncated copy reads as a database until a query reaches a missing page. sqlite3.DatabaseError else.
+    An empty file passes (SQLite reads it as a database with no tables)."""
+    first = read_plain(path, 100, head=True)
+    if not first:
+        return
+    if len(first) < 100 or not first.startswith(SQLITE_MAGIC):
+        raise sqlite3.DatabaseError("file is not a database")
+    page_size = int.from_bytes(first[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(first[28:32], "big")
+    valid = first[24:28] == first[92:96]  # the page count is valid when written by the same change
+    size = os.lstat(path).st_size
+    if valid and pages and size < pages * page_size:
+        raise sqlite3.DatabaseError(f"database file is truncated ({size:,} of {pages * page_size:,} bytes)")

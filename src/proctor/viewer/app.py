@@ -101,10 +101,18 @@ def _state(request: Request) -> ViewerState:
 
 
 def _folder(request: Request, run_id: str | None = None) -> Path:
+    """The run's folder: 404 for no such run, BrokenRun (an error page with the reason) for one that is
+    refused or whose store cannot be read (its summary is read, or reused while the store is unchanged)."""
+    name = run_id or request.path_params["run_id"]
     try:
-        return resolve_run(_state(request).root, run_id or request.path_params["run_id"])
+        folder = resolve_run(_state(request).root, name)
     except RunNotFound:
         raise HTTPException(404, "no such run") from None
+    try:
+        _state(request).summaries.get(folder)
+    except READ_ERRORS as e:
+        raise BrokenRun(name, broken_reason(e)) from None
+    return folder
 
 
 def _page(request: Request, template: str, **context: Any) -> Response:

@@ -20,7 +20,13 @@ from typing import Any
 
 from proctor.store.index import store_stamp
 from proctor.store.record import RUN_FILE, MetricRecord, RunRecord
-from proctor.store.safe_files import UnsafeStoreFile, check_folder, check_plain, check_sqlite
+from proctor.store.safe_files import (
+    UnsafeStoreFile,
+    check_folder,
+    check_plain,
+    check_sqlite,
+    check_sqlite_header,
+)
 
 __all__ = [
     "BrokenRun",
@@ -132,6 +138,8 @@ def candidate_names(run: RunRecord) -> list[str]:
 
 
 def summarize(folder: Path) -> RunSummary:
+    """The runs list's line for a run; raises what reading a broken store raises (`READ_ERRORS`)."""
+    check_sqlite_header(folder / RUN_FILE)
     with open_run(folder) as run:
         info = run.info()
         totals = run.totals()
