@@ -25,7 +25,7 @@ from proctor.store.record import RUN_FILE, store_files
 from proctor.store.safe_files import check_sqlite
 
 INDEX_FILE = "viewer.sqlite"
-VERSION = "2"
+VERSION = "4"
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -43,9 +43,9 @@ CREATE INDEX IF NOT EXISTS item_judgment_verdict ON item_judgment(verdict, judge
 CREATE INDEX IF NOT EXISTS item_judgment_judge ON item_judgment(judge, seq);
 CREATE INDEX IF NOT EXISTS item_judgment_cause ON item_judgment(error_cause, seq);
 CREATE TABLE IF NOT EXISTS outcome (
-  ord INTEGER PRIMARY KEY, match TEXT NOT NULL, judge TEXT NOT NULL, candidate TEXT NOT NULL,
-  correct INTEGER NOT NULL, item_key TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS outcome_match ON outcome(match, judge);
+  match TEXT NOT NULL, judge TEXT NOT NULL, candidate TEXT NOT NULL, correct INTEGER NOT NULL,
+  item_key TEXT NOT NULL, PRIMARY KEY (match, judge)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS outcome_group ON outcome(candidate, judge, match, correct);
 """
 # The threshold a numeric score is cut at for a binary outcome (the meta-evaluation's rule).
 SCORE_THRESHOLD = 0.5
@@ -110,11 +110,12 @@ def ensure_index(folder: Path, *, search: bool = False) -> Path:
                 side.execute("BEGIN")
                 side.execute("DELETE FROM main.item_meta")
                 side.execute("DELETE FROM main.item_judgment")
-                side.execute("DELETE FROM main.outcome")
+                side.execute("DROP TABLE IF EXISTS main.outcome")  # its shape changed between versions
                 side.execute("DROP TABLE IF EXISTS main.item_fts")
                 side.execute("DELETE FROM main.meta")
                 _set(side, version=VERSION)
                 side.execute("COMMIT")
+                side.executescript(SCHEMA)
                 meta = {"version": VERSION}
             if meta.get("stamp") != stamp:
                 _refresh(side, meta, stamp)
@@ -211,7 +212,7 @@ class PairedOutcomes:
     only_a: int
     only_b: int
     groups: list[OutcomeGroup] = field(default_factory=list)
-    flips: list[OutcomeFlip] = field(default_factory=list)  # the first `flips_limit`, by group
+    flips: list[OutcomeFlip] = field(default_factory=list)  # the first `flips_limit`, by match key
     flips_total: int = 0
 
 
@@ -242,7 +243,7 @@ def paired_outcomes(folder_a: Path, folder_b: Path, flips_limit: int) -> PairedO
             OutcomeFlip(str(r[0]), str(r[1]), str(r[2]), str(r[3]), bool(r[4]), bool(r[5]))
             for r in conn.execute(
                 f"SELECT x.candidate, x.judge, x.item_key, y.item_key, x.correct, y.correct {join}"
-                " WHERE x.correct != y.correct ORDER BY x.candidate, x.judge, x.ord LIMIT ?",
+                " WHERE x.correct != y.correct ORDER BY x.match, x.judge LIMIT ?",
                 (flips_limit,),
             )
         ]

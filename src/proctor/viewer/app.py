@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from proctor.store.record import MetricRecord, RunRecord
 from proctor.store.safe_files import UnsafeStoreFile, read_plain
 from proctor.viewer import items as items_q
-from proctor.viewer.compare import compare_indexed, preference_summary
+from proctor.viewer.compare import Comparison, compare_indexed, preference_summary
 from proctor.viewer.labels import (
     LabelFileError,
     LabelIn,
@@ -93,6 +93,8 @@ class ViewerState:
     csrf: str
     facets: dict[tuple[str, str], tuple[items_q.Facets, list[str]]]
     summaries: SummaryCache = field(default_factory=SummaryCache)
+    # (run A, its store stamp, run B, its store stamp) -> their comparison, the last few pairs compared
+    comparisons: dict[tuple[str, str, str, str], Comparison] = field(default_factory=dict)
 
 
 def _state(request: Request) -> ViewerState:
@@ -285,12 +287,27 @@ async def compare_page(request: Request) -> Response:
     run_a, run_b = _summary(request, folder_a), _summary(request, folder_b)
     if run_a.protocol != run_b.protocol:
         raise HTTPException(400, f"runs of different protocols ({run_a.protocol}, {run_b.protocol})")
-    with _open_indexed(folder_a) as record_a, _open_indexed(folder_b) as record_b:
-        cmp = compare_indexed(run_a.run_id, folder_a, record_a, run_b.run_id, folder_b, record_b)
+    cmp = _comparison(_state(request), folder_a, folder_b)
     first = min(run_a.run_id, run_b.run_id)  # preferences live in the labels of the pair's first run
     with LabelStore(folder_a if first == run_a.run_id else folder_b) as labels:
         prefs = preference_summary(run_a.run_id, run_b.run_id, labels.current())
     return _page(request, "compare.html.j2", run_a=run_a, run_b=run_b, cmp=cmp, prefs=prefs)
+
+
+COMPARISONS_KEPT = 8
+
+
+def _comparison(state: ViewerState, folder_a: Path, folder_b: Path) -> Comparison:
+    """The comparison of two runs, computed once per state of their stores (the runs' side indexes joined
+    in SQL) and reused while neither store changes."""
+    key = (folder_a.name, store_stamp(folder_a), folder_b.name, store_stamp(folder_b))
+    hit = state.comparisons.get(key)
+    if hit is None:
+        with _open_indexed(folder_a) as record_a, _open_indexed(folder_b) as record_b:
+            hit = compare_indexed(folder_a.name, folder_a, record_a, folder_b.name, folder_b, record_b)
+        kept = [k for k in state.comparisons if (k[0], k[2]) != (key[0], key[2])][-(COMPARISONS_KEPT - 1) :]
+        state.comparisons = {k: state.comparisons[k] for k in kept} | {key: hit}
+    return hit
 
 
 # --- labels (JSON) ---------------------------------------------------------------------------------
