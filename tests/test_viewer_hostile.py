@@ -488,3 +488,13 @@ def test_suite_passes_as_an_ordinary_user() -> None:
         shutil.rmtree(base, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_metaeval_cli_refuses_a_linked_label_store(world: tuple[Path, Path]) -> None:
+    """`proctor metaeval RUN_DIR` opens the same label store: a link there is a user error naming it."""
+    from proctor.errors import UserError
+    from proctor.viewer.metaeval_run import run_metaeval
+
+    for run_id in ("labels-link", "labels-dangling", "labels-wal-link"):
+        with pytest.raises(UserError, match=r"labels\.sqlite"):
+            run_metaeval(world[0] / run_id, report=False)

@@ -62,11 +62,13 @@ from proctor.viewer.rundir import (
     REPORT_FILE,
     BrokenRun,
     RunNotFound,
+    RunSummary,
     SummaryCache,
     broken_reason,
     candidate_names,
     list_runs,
     open_run,
+    probe,
     resolve_run,
     store_stamp,
 )
@@ -104,14 +106,15 @@ def _state(request: Request) -> ViewerState:
 
 def _folder(request: Request, run_id: str | None = None) -> Path:
     """The run's folder: 404 for no such run, BrokenRun (an error page with the reason) for one that is
-    refused or whose store cannot be read (its summary is read, or reused while the store is unchanged)."""
+    refused or whose store cannot be read (`probe`, skipped while its summary is current)."""
     name = run_id or request.path_params["run_id"]
     try:
         folder = resolve_run(_state(request).root, name)
     except RunNotFound:
         raise HTTPException(404, "no such run") from None
     try:
-        _state(request).summaries.get(folder)
+        if not _state(request).summaries.is_current(folder):
+            probe(folder)
     except READ_ERRORS as e:
         raise BrokenRun(name, broken_reason(e)) from None
     return folder
@@ -151,7 +154,7 @@ def _facets(state: ViewerState, folder: Path, run: RunRecord) -> tuple[items_q.F
 
 
 # --- pages -----------------------------------------------------------------------------------------
-def _summary(request: Request, folder: Path) -> Any:
+def _summary(request: Request, folder: Path) -> RunSummary:
     return _state(request).summaries.get(folder)
 
 
@@ -455,7 +458,7 @@ async def broken_run_error(request: Request, exc: Exception) -> Response:
 
 
 # --- request limits and origin ------------------------------------------------------------------
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _JSON_BRACKETS = re.compile(rb"[\[\]{}]")
 
 

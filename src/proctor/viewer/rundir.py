@@ -79,6 +79,14 @@ def open_run(folder: Path) -> RunRecord:
     return RunRecord(folder)
 
 
+def probe(folder: Path) -> None:
+    """Raise what reading the run's store raises (`READ_ERRORS`) when it is not a readable proctor run
+    store: a cheap look at its header and its runs table, not a count of its items."""
+    check_sqlite_header(folder / RUN_FILE)
+    with open_run(folder) as run:
+        run.info()
+
+
 def broken_reason(error: BaseException) -> str:
     """What to tell the user about a run store that could not be read."""
     if isinstance(error, UnsafeStoreFile):
@@ -200,6 +208,12 @@ class SummaryCache:
         with self._guard:
             self._by_run[folder.name] = (stamp, summary)
         return summary
+
+    def is_current(self, folder: Path) -> bool:
+        """Whether the run's summary was read from its store as it is now (so the store reads)."""
+        with self._guard:
+            hit = self._by_run.get(folder.name)
+        return hit is not None and hit[0] == store_stamp(folder)
 
     def forget_except(self, run_ids: set[str]) -> None:
         with self._guard:
