@@ -12,7 +12,6 @@ asserts nothing. Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import random
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from proctor.models.recording import CallRecord
 from proctor.store import RunStore
 from proctor.viewer import create_app
 
@@ -29,15 +29,15 @@ CANDIDATES = ["alpha", "beta", "gamma", "delta"]
 WORDS = ["harbour", "lantern", "canal", "tide", "warden", "ledger", "beacon", "granary", "archive", "vessel"]
 
 
-def build(folder: Path, n: int) -> None:
+def build(folder: Path, n: int, seed: int = 0) -> None:
+    """A synthetic qa run of `n` items written through the store's own API (`RunStore.put_item`,
+    `put_judgment`, `record_call`), in one transaction so it takes a minute, not an hour."""
     folder.mkdir(parents=True, exist_ok=True)
     store = RunStore(folder / "run.sqlite")
     store.start_run(folder.name, "qa", {"candidates": [{"name": c} for c in CANDIDATES]}, "0" * 64, "bench")
+    rng = random.Random(seed)
     conn = store._conn()
-    rng = random.Random(0)
     conn.execute("BEGIN")
-    items, judgments, calls = [], [], []
-    now = time.time()
     for i in range(n):
         key = f"a_{i:020d}"
         cand = CANDIDATES[i % len(CANDIDATES)]
@@ -50,36 +50,21 @@ def build(folder: Path, n: int) -> None:
             "candidate": cand,
             "question_id": f"q_{i // len(CANDIDATES):08d}",
         }
-        items.append(
-            (
-                key,
-                "answer",
-                "error" if failed else "done",
-                json.dumps(data),
-                "boom" if failed else None,
-                "http_500" if failed else None,
-                i + 1,
-                now,
-            )
+        store.put_item(
+            key,
+            "answer",
+            data,
+            status="error" if failed else "done",
+            error="boom" if failed else None,
+            error_cause="http_500" if failed else None,
         )
         if not failed:
             verdict = "correct" if rng.random() < 0.6 else "incorrect"
-            judgments.append(
-                (key, "llm_with_reference", verdict, float(verdict == "correct"), "r", None, "null", None)
+            store.put_judgment(
+                key, "llm_with_reference", verdict=verdict, score=float(verdict == "correct"), reason="r"
             )
-        calls.append(("local", "m", "candidate", key, 400, 30, 0.0, 0.2, 0, 1, None, now))
-        calls.append(("local", "j", "judge", key, 500, 20, 0.0, 0.1, 0, 1, None, now))
-    conn.executemany("INSERT INTO items VALUES (?,?,?,?,?,?,?,?)", items)
-    conn.executemany(
-        "INSERT INTO judgments (item_key, judge, verdict, score, reason, error, data, error_cause)"
-        " VALUES (?,?,?,?,?,?,?,?)",
-        judgments,
-    )
-    conn.executemany(
-        "INSERT INTO model_calls (provider, model, role, item_key, prompt_tokens, completion_tokens,"
-        " cost_usd, latency_s, cached, attempts, error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        calls,
-    )
+        store.record_call(CallRecord("local", "m", "candidate", key, 400, 30, 0.0, 0.2, False, 1))
+        store.record_call(CallRecord("local", "j", "judge", key, 500, 20, 0.0, 0.1, False, 1))
     conn.execute("COMMIT")
     store.finish_run(folder.name)
     store.close()

@@ -117,7 +117,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, 
 
 @pytest.fixture
 def client(runs: tuple[Path, str, str]) -> TestClient:
-    return TestClient(create_app(runs[0], csrf_token=CSRF), base_url="http://127.0.0.1")
+    return TestClient(
+        create_app(runs[0], csrf_token=CSRF),
+        base_url="http://127.0.0.1",
+        headers={"Origin": "http://127.0.0.1"},
+    )
 
 
 def _answer_keys(root: Path, run_id: str) -> dict[str, str]:
@@ -240,7 +244,11 @@ def test_conversation_rounds_shown_turn_by_turn(tmp_path: Path) -> None:
         )
     store.finish_run("kv-run")
     store.close()
-    client = TestClient(create_app(tmp_path / "runs", csrf_token=CSRF), base_url="http://127.0.0.1")
+    client = TestClient(
+        create_app(tmp_path / "runs", csrf_token=CSRF),
+        base_url="http://127.0.0.1",
+        headers={"Origin": "http://127.0.0.1"},
+    )
     html = client.get("/runs/kv-run/items/kvc_1").text
     assert html.index("Q1?") < html.index("R1") < html.index("Q2?") < html.index("R2")
     assert "round 1" in html and "round 2" in html
@@ -341,7 +349,9 @@ def test_kappa_equals_hand_computed_value() -> None:
 def test_metaeval_page_matches_hand_computed_agreement(tmp_path: Path, runs) -> None:
     root, a, _ = runs
     answers = _answer_keys(root, a)
-    client = TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    client = TestClient(
+        create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"}
+    )
     # Judge verdicts on solo's answers: Velmora correct, Tarn correct, Quillan incorrect.
     # Human (zed): Velmora correct, Tarn incorrect, Quillan incorrect -> confusion [[1, 0], [1, 1]]
     # (human rows), p_o = 2/3, p_e = (1*2 + 2*1) / 9 = 4/9, kappa = (2/3 - 4/9) / (5/9) = 0.4.

@@ -145,7 +145,11 @@ def test_metaeval_shows_group_agreement_and_correlations(run_root: Path) -> None
     assert corr is not None and corr.n == 4 and corr.rho == pytest.approx(3 / 15**0.5)
     assert by["f1"].agreement.accuracy == pytest.approx(0.75)  # f1 cut at 0.5: c c i i vs c i i i
 
-    client = TestClient(create_app(run_root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    client = TestClient(
+        create_app(run_root, csrf_token=CSRF),
+        base_url="http://127.0.0.1",
+        headers={"Origin": "http://127.0.0.1"},
+    )
     html = client.get("/runs/r/metaeval", params={"annotator": "ana"}).text
     row = html.split('id="group-agreement"', 1)[1].split('data-scale="binary"', 1)[1].split("</tr>", 1)[0]
     assert re.search(r'class="num fleiss">0\.556<', row)

@@ -170,7 +170,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def client(root: Path) -> TestClient:
-    return TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    return TestClient(
+        create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"}
+    )
 
 
 def _run_id(root: Path, name: str) -> str:
@@ -387,7 +389,9 @@ def test_preferences_are_stored_per_pair_whichever_run_is_a_and_summed_with_a_si
     from scipy.stats import binomtest
 
     root, a, b = pair
-    c = TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    c = TestClient(
+        create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"}
+    )
     page = c.get(f"/compare?a={a}&b={b}").text
     flips = _flips(page)
     assert len(flips) == 2 and _summary(page) == (0, 0, 0, 1.0)
@@ -428,7 +432,9 @@ def test_preferences_are_stored_per_pair_whichever_run_is_a_and_summed_with_a_si
 
 def test_preference_posts_are_checked(pair: tuple[Path, str, str]) -> None:
     root, a, b = pair
-    c = TestClient(create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1")
+    c = TestClient(
+        create_app(root, csrf_token=CSRF), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"}
+    )
     (fa, fb), _ = _flips(c.get(f"/compare?a={a}&b={b}").text)
     assert _prefer(c, a, fa, b, fb, "x", "ana").status_code == 400
     assert _prefer(c, a, fa, b, fb, "a", "  ").status_code == 400

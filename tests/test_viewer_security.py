@@ -101,7 +101,9 @@ def test_bearer_header_and_the_hosts_allowed(root: Path) -> None:
 
 def test_writes_still_need_the_csrf_token(root: Path) -> None:
     client = TestClient(
-        _lan_app(root), base_url=f"http://{LAN}", headers={"Authorization": f"Bearer {TOKEN}"}
+        _lan_app(root),
+        base_url=f"http://{LAN}",
+        headers={"Authorization": f"Bearer {TOKEN}", "Origin": f"http://{LAN}"},
     )
     body = {"item_id": "a1", "label": "correct", "annotator": "ana"}
     assert client.post("/runs/run-1/labels", json=body).status_code == 403

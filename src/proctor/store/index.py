@@ -4,6 +4,8 @@ queries after it read it).
 
 * `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter;
 * `item_judgment` — one row per judgment (seq, judge, verdict, error cause), indexed by verdict and cause;
+* `outcome` — one row per judgment with a binary outcome, keyed by what matches its item across runs, so
+  comparing two runs is one indexed join of two small tables (`paired_outcomes`), not a re-read of both;
 * `item_fts` — an FTS5 index of each item's key, data strings and error (rowid = seq), built on the
   first search only.
 
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.store.record import RUN_FILE, store_files
+from proctor.store.safe_files import check_sqlite
 
 INDEX_FILE = "viewer.sqlite"
-VERSION = "1"
+VERSION = "4"
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -38,6 +42,30 @@ CREATE INDEX IF NOT EXISTS item_judgment_seq ON item_judgment(seq, judge);
 CREATE INDEX IF NOT EXISTS item_judgment_verdict ON item_judgment(verdict, judge, seq);
 CREATE INDEX IF NOT EXISTS item_judgment_judge ON item_judgment(judge, seq);
 CREATE INDEX IF NOT EXISTS item_judgment_cause ON item_judgment(error_cause, seq);
+CREATE TABLE IF NOT EXISTS outcome (
+  match TEXT NOT NULL, judge TEXT NOT NULL, candidate TEXT NOT NULL, correct INTEGER NOT NULL,
+  item_key TEXT NOT NULL, PRIMARY KEY (match, judge)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS outcome_group ON outcome(candidate, judge, match, correct);
+"""
+# The threshold a numeric score is cut at for a binary outcome (the meta-evaluation's rule).
+SCORE_THRESHOLD = 0.5
+# One row per judgment without an error that has a binary outcome: what identifies its item across runs
+# (`kind|candidate|question_id` when the item names both, else its content-derived key) and the outcome (a
+# verdict correct/incorrect, else the score cut at SCORE_THRESHOLD). Two runs are compared by joining these.
+_OUTCOMES = f"""
+INSERT OR REPLACE INTO main.outcome (match, judge, candidate, correct, item_key)
+SELECT CASE WHEN o.candidate IS NOT NULL AND o.qid IS NOT NULL
+            THEN o.kind || '|' || o.candidate || '|' || o.qid ELSE o.item_key END,
+       o.judge, COALESCE(o.candidate, ''),
+       CASE WHEN o.verdict IN ('correct', 'incorrect') THEN o.verdict = 'correct'
+            ELSE o.score >= {SCORE_THRESHOLD} END,
+       o.item_key
+FROM (SELECT j.item_key, j.judge, j.verdict, j.score, i.kind,
+             json_extract(i.data, '$.candidate') AS candidate, json_extract(i.data, '$.question_id') AS qid
+      FROM run.judgments j JOIN run.items i ON i.key = j.item_key
+      WHERE j.error IS NULL
+        AND (j.verdict IN ('correct', 'incorrect') OR typeof(j.score) IN ('integer', 'real'))
+      ORDER BY j.rowid) o
 """
 # Every string in an item's data, its key and its error: what a search matches.
 _ITEM_TEXT = (
@@ -52,6 +80,9 @@ def _lock(folder: Path) -> threading.Lock:
 
 
 def _side(folder: Path) -> sqlite3.Connection:
+    # Both databases (and their side files) must be the folder's own plain files: SQLite follows links.
+    check_sqlite(folder / RUN_FILE, must_exist=True)
+    check_sqlite(folder / INDEX_FILE, must_exist=False)
     side = sqlite3.connect(folder / INDEX_FILE, timeout=30, isolation_level=None)
     side.execute("PRAGMA journal_mode=WAL")
     side.executescript(SCHEMA)
@@ -79,10 +110,12 @@ def ensure_index(folder: Path, *, search: bool = False) -> Path:
                 side.execute("BEGIN")
                 side.execute("DELETE FROM main.item_meta")
                 side.execute("DELETE FROM main.item_judgment")
+                side.execute("DROP TABLE IF EXISTS main.outcome")  # its shape changed between versions
                 side.execute("DROP TABLE IF EXISTS main.item_fts")
                 side.execute("DELETE FROM main.meta")
                 _set(side, version=VERSION)
                 side.execute("COMMIT")
+                side.executescript(SCHEMA)
                 meta = {"version": VERSION}
             if meta.get("stamp") != stamp:
                 _refresh(side, meta, stamp)
@@ -113,6 +146,8 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
         " SELECT i.seq, j.judge, j.verdict, j.error_cause FROM run.judgments j JOIN run.items i"
         " ON i.key = j.item_key"
     )
+    side.execute("DELETE FROM main.outcome")
+    side.execute(_OUTCOMES)
     newest = side.execute("SELECT MAX(updated) FROM run.items").fetchone()[0]
     _set(side, stamp=stamp, updated=repr(float(newest)) if newest is not None else "-1")
     side.execute("COMMIT")
@@ -145,3 +180,82 @@ def store_stamp(folder: Path) -> str:
             st = p.stat()
             parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
     return "|".join(parts)
+
+
+@dataclass(frozen=True)
+class OutcomeGroup:
+    """One (candidate, judge) of two runs' matched outcomes: how many, correct in A, in B, and the
+    discordant pairs (gained: wrong in A and right in B; lost: the other way)."""
+
+    candidate: str
+    judge: str
+    n: int
+    correct_a: int
+    correct_b: int
+    gained: int
+    lost: int
+
+
+@dataclass(frozen=True)
+class OutcomeFlip:
+    candidate: str
+    judge: str
+    key_a: str
+    key_b: str
+    a: bool
+    b: bool
+
+
+@dataclass
+class PairedOutcomes:
+    matched: int
+    only_a: int
+    only_b: int
+    groups: list[OutcomeGroup] = field(default_factory=list)
+    flips: list[OutcomeFlip] = field(default_factory=list)  # the first `flips_limit`, by match key
+    flips_total: int = 0
+
+
+def paired_outcomes(folder_a: Path, folder_b: Path, flips_limit: int) -> PairedOutcomes:
+    """Two runs' outcomes matched by item and judge, from their side indexes (built by `ensure_index`):
+    counts per group and the first flipped items, all in SQL over indexes (memory stays flat)."""
+    for folder in (folder_a, folder_b):
+        check_sqlite(folder / INDEX_FILE, must_exist=True)
+    conn = sqlite3.connect("file::memory:", uri=True)
+    try:
+        for alias, folder in (("a", folder_a), ("b", folder_b)):
+            conn.execute(
+                f"ATTACH DATABASE ? AS {alias}", (f"{(folder / INDEX_FILE).resolve().as_uri()}?mode=ro",)
+            )
+        conn.execute("BEGIN")  # one snapshot of both
+        n_a = int(conn.execute("SELECT COUNT(*) FROM a.outcome").fetchone()[0])
+        n_b = int(conn.execute("SELECT COUNT(*) FROM b.outcome").fetchone()[0])
+        join = "FROM a.outcome x JOIN b.outcome y ON y.match = x.match AND y.judge = x.judge"
+        groups = [
+            OutcomeGroup(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]))
+            for r in conn.execute(
+                "SELECT x.candidate, x.judge, COUNT(*), SUM(x.correct), SUM(y.correct),"
+                f" SUM(y.correct > x.correct), SUM(x.correct > y.correct) {join}"
+                " GROUP BY x.candidate, x.judge ORDER BY x.candidate, x.judge"
+            )
+        ]
+        flips = [
+            OutcomeFlip(str(r[0]), str(r[1]), str(r[2]), str(r[3]), bool(r[4]), bool(r[5]))
+            for r in conn.execute(
+                f"SELECT x.candidate, x.judge, x.item_key, y.item_key, x.correct, y.correct {join}"
+                " WHERE x.correct != y.correct ORDER BY x.match, x.judge LIMIT ?",
+                (flips_limit,),
+            )
+        ]
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    matched = sum(g.n for g in groups)
+    return PairedOutcomes(
+        matched=matched,
+        only_a=n_a - matched,
+        only_b=n_b - matched,
+        groups=groups,
+        flips=flips,
+        flips_total=sum(g.gained + g.lost for g in groups),
+    )

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from proctor.store.safe_files import check_sqlite
+
 LABELS_FILE = "labels.sqlite"
 
 SCHEMA = """
@@ -53,10 +55,12 @@ class Label:
 
 
 class LabelStore:
-    """The run folder's labels database. Opened per request; every write commits at once."""
+    """The run folder's labels database. Opened per request; every write commits at once. The database and
+    its side files must be plain files of the folder (`proctor.store.safe_files`: UnsafeStoreFile else)."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / LABELS_FILE
+        check_sqlite(self.path, must_exist=False)  # never a link out of the run folder, nor its side files
         self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.executescript(SCHEMA)

@@ -4,19 +4,24 @@ meta-evaluation and the comparison of two runs.
 Security: the server binds to loopback by default (see `proctor.viewer.server`) and accepts only loopback
 Host headers (no DNS rebinding); bound to another address it needs an access token (`TokenMiddleware`: every
 request carries it as a cookie, an `Authorization: Bearer` header, or once as `?token=`) and accepts that
-address as Host too; writes need the page's CSRF token in `X-CSRF-Token`; run ids are folder names resolved
-under the root only; templates autoescape and model text is never marked safe; the static report is served
+address as Host too; writes need the page's CSRF token in `X-CSRF-Token` and must come from the viewer's own
+origin (`Origin`, else `Referer`: same host and port; another local port is the same "site" for cookies,
+not the same origin); write bodies are bounded in size (413) and JSON nesting depth (400) before anything
+parses them (`RequestGuard`); run ids are folder names resolved under the root only, and no link in the
+runs folder is ever followed (`proctor.viewer.rundir`); a run that cannot be read gets an error page
+naming the reason; templates autoescape and model text is never marked safe; the static report is served
 with a Content-Security-Policy that runs no script.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from pydantic import BaseModel, Field, ValidationError
 from starlette.applications import Starlette
@@ -25,7 +30,6 @@ from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import (
-    FileResponse,
     JSONResponse,
     PlainTextResponse,
     RedirectResponse,
@@ -34,11 +38,12 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proctor.store.record import MetricRecord, RunRecord
+from proctor.store.safe_files import UnsafeStoreFile, read_plain
 from proctor.viewer import items as items_q
-from proctor.viewer.compare import compare, preference_summary
+from proctor.viewer.compare import Comparison, compare_indexed, preference_summary
 from proctor.viewer.labels import (
     LabelFileError,
     LabelIn,
@@ -53,13 +58,19 @@ from proctor.viewer.labels import (
 )
 from proctor.viewer.metaeval import meta_evaluate
 from proctor.viewer.rundir import (
+    READ_ERRORS,
+    REPORT_FILE,
+    BrokenRun,
     RunNotFound,
+    RunSummary,
+    SummaryCache,
+    broken_reason,
     candidate_names,
     list_runs,
     open_run,
+    probe,
     resolve_run,
     store_stamp,
-    summarize,
 )
 from proctor.viewer.search import ensure_index, fts_query
 from proctor.viewer.templating import render
@@ -71,6 +82,11 @@ TOKEN_COOKIE = "proctor_view_token"
 TOKEN_PARAM = "token"
 EXAM_QUESTION_KIND = "exam_question"  # `proctor.viewer.exam.QUESTION_KIND`
 PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-src 'self'; object-src 'none'"
+MAX_BODY = 256 * 1024  # a label or a preference (a note is at most 10,000 characters)
+MAX_IMPORT_BODY = 16 * 1024 * 1024  # a JSONL file of labels
+MAX_JSON_DEPTH = 16  # labels are flat objects
+MAX_REPORT_BYTES = 256 * 1024 * 1024
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 @dataclass
@@ -78,6 +94,9 @@ class ViewerState:
     root: Path
     csrf: str
     facets: dict[tuple[str, str], tuple[items_q.Facets, list[str]]]
+    summaries: SummaryCache = field(default_factory=SummaryCache)
+    # (run A, its store stamp, run B, its store stamp) -> their comparison, the last few pairs compared
+    comparisons: dict[tuple[str, str, str, str], Comparison] = field(default_factory=dict)
 
 
 def _state(request: Request) -> ViewerState:
@@ -86,10 +105,19 @@ def _state(request: Request) -> ViewerState:
 
 
 def _folder(request: Request, run_id: str | None = None) -> Path:
+    """The run's folder: 404 for no such run, BrokenRun (an error page with the reason) for one that is
+    refused or whose store cannot be read (`probe`, skipped while its summary is current)."""
+    name = run_id or request.path_params["run_id"]
     try:
-        return resolve_run(_state(request).root, run_id or request.path_params["run_id"])
+        folder = resolve_run(_state(request).root, name)
     except RunNotFound:
         raise HTTPException(404, "no such run") from None
+    try:
+        if not _state(request).summaries.is_current(folder):
+            probe(folder)
+    except READ_ERRORS as e:
+        raise BrokenRun(name, broken_reason(e)) from None
+    return folder
 
 
 def _page(request: Request, template: str, **context: Any) -> Response:
@@ -126,10 +154,14 @@ def _facets(state: ViewerState, folder: Path, run: RunRecord) -> tuple[items_q.F
 
 
 # --- pages -----------------------------------------------------------------------------------------
+def _summary(request: Request, folder: Path) -> RunSummary:
+    return _state(request).summaries.get(folder)
+
+
 async def runs_page(request: Request) -> Response:
     protocol = request.query_params.get("protocol") or None
     name = (request.query_params.get("name") or "").strip().lower()
-    runs = list_runs(_state(request).root)
+    runs = list_runs(_state(request).root, _state(request).summaries)
     protocols = sorted({r.protocol for r in runs if r.protocol})
     shown = [
         r
@@ -144,7 +176,7 @@ async def runs_page(request: Request) -> Response:
 
 async def run_page(request: Request) -> Response:
     folder = _folder(request)
-    summary = summarize(folder)
+    summary = _summary(request, folder)
     with _open_indexed(folder) as run:
         fc, judged = _facets(_state(request), folder, run)
         metrics: list[MetricRecord] = run.metrics()
@@ -152,8 +184,8 @@ async def run_page(request: Request) -> Response:
         n_labels = labels.count()
     others = [
         r
-        for r in list_runs(_state(request).root)
-        if r.protocol == summary.protocol and r.run_id != folder.name
+        for r in list_runs(_state(request).root, _state(request).summaries)
+        if r.protocol == summary.protocol and r.broken is None and r.run_id != folder.name
     ]
     return _page(
         request,
@@ -169,10 +201,11 @@ async def run_page(request: Request) -> Response:
 
 async def report_file(request: Request) -> Response:
     folder = _folder(request)
-    path = folder / "report.html"
-    if not path.is_file():
-        raise HTTPException(404, "this run has no report.html yet")
-    return FileResponse(path, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
+    try:  # opened without following a link, checked on the open file
+        html = read_plain(folder / REPORT_FILE, MAX_REPORT_BYTES)
+    except UnsafeStoreFile as e:
+        raise HTTPException(404, f"this run has no report to show ({e})") from None
+    return Response(html, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
 
 
 def _filter(request: Request) -> items_q.ItemFilter:
@@ -254,15 +287,30 @@ async def metaeval_page(request: Request) -> Response:
 async def compare_page(request: Request) -> Response:
     a_id, b_id = request.query_params.get("a", ""), request.query_params.get("b", "")
     folder_a, folder_b = _folder(request, a_id), _folder(request, b_id)
-    run_a, run_b = summarize(folder_a), summarize(folder_b)
+    run_a, run_b = _summary(request, folder_a), _summary(request, folder_b)
     if run_a.protocol != run_b.protocol:
         raise HTTPException(400, f"runs of different protocols ({run_a.protocol}, {run_b.protocol})")
-    with open_run(folder_a) as record_a, open_run(folder_b) as record_b:
-        cmp = compare(run_a.run_id, record_a, run_b.run_id, record_b)
+    cmp = _comparison(_state(request), folder_a, folder_b)
     first = min(run_a.run_id, run_b.run_id)  # preferences live in the labels of the pair's first run
     with LabelStore(folder_a if first == run_a.run_id else folder_b) as labels:
         prefs = preference_summary(run_a.run_id, run_b.run_id, labels.current())
     return _page(request, "compare.html.j2", run_a=run_a, run_b=run_b, cmp=cmp, prefs=prefs)
+
+
+COMPARISONS_KEPT = 8
+
+
+def _comparison(state: ViewerState, folder_a: Path, folder_b: Path) -> Comparison:
+    """The comparison of two runs, computed once per state of their stores (the runs' side indexes joined
+    in SQL) and reused while neither store changes."""
+    key = (folder_a.name, store_stamp(folder_a), folder_b.name, store_stamp(folder_b))
+    hit = state.comparisons.get(key)
+    if hit is None:
+        with _open_indexed(folder_a) as record_a, _open_indexed(folder_b) as record_b:
+            hit = compare_indexed(folder_a.name, folder_a, record_a, folder_b.name, folder_b, record_b)
+        kept = [k for k in state.comparisons if (k[0], k[2]) != (key[0], key[2])][-(COMPARISONS_KEPT - 1) :]
+        state.comparisons = {k: state.comparisons[k] for k in kept} | {key: hit}
+    return hit
 
 
 # --- labels (JSON) ---------------------------------------------------------------------------------
@@ -376,12 +424,137 @@ async def import_labels(request: Request) -> Response:
     return JSONResponse({"added": added, "skipped": skipped})
 
 
+def _error(request: Request, status: int, message: str) -> Response:
+    if request.url.path.endswith((".jsonl", "/labels", "/import")) or request.method != "GET":
+        return JSONResponse({"error": message}, status_code=status)
+    html = render("error.html.j2", request=request, csrf="", status=status, message=message)
+    return Response(
+        html, status_code=status, media_type="text/html", headers={"Content-Security-Policy": PAGE_CSP}
+    )
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    if request.url.path.endswith((".jsonl", "/labels", "/import")) or request.method != "GET":
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-    html = render("error.html.j2", request=request, csrf="", status=exc.status_code, message=exc.detail)
-    return Response(html, status_code=exc.status_code, media_type="text/html")
+    return _error(request, exc.status_code, str(exc.detail))
+
+
+BROKEN_STATUS = 422  # the run named exists but cannot be shown
+
+
+async def broken_run_error(request: Request, exc: Exception) -> Response:
+    """A run refused (a link) or unreadable (a corrupt, truncated, empty or foreign store): a page that
+    says which and why; the other runs are not affected."""
+    if isinstance(exc, BrokenRun):
+        run_id, reason = exc.run_id, exc.reason
+    else:
+        params = request.path_params
+        run_id = str(
+            params.get("run_id")
+            or " / ".join(request.query_params.getlist("a") + request.query_params.getlist("b"))
+            or "?"
+        )
+        reason = broken_reason(exc)
+    return _error(request, BROKEN_STATUS, f"Run {run_id} cannot be shown: {reason}.")
+
+
+# --- request limits and origin ------------------------------------------------------------------
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_JSON_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether JSON (or JSONL) text nests arrays/objects deeper than `limit` (strings are skipped; no
+    parser is run, so no recursion limit is met)."""
+    depth = 0
+    for m in _JSON_BRACKETS.finditer(_JSON_STRING.sub(b"", body)):
+        if m.group() in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(0, depth - 1)
+    return False
+
+
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """Whether `origin` (an Origin header, or a Referer URL) names the host and port of `host` (the Host
+    header the request came in with, already checked by TrustedHostMiddleware)."""
+    try:
+        o = urlsplit(origin)
+        h = urlsplit("//" + host)
+        if o.scheme not in _DEFAULT_PORT or not o.hostname or not h.hostname:
+            return False
+        o_port = o.port or _DEFAULT_PORT[o.scheme]
+        h_port = h.port or _DEFAULT_PORT[o.scheme]  # no port in Host: the scheme's default one
+    except ValueError:  # a malformed port
+        return False
+    return o.hostname.lower() == h.hostname.lower() and o_port == h_port
+
+
+class RequestGuard:
+    """Every write (any method but GET/HEAD/OPTIONS): from the viewer's own origin (403 else), a body of
+    at most `max_body` bytes (`max_import_body` for a label file; 413 else) nesting JSON at most
+    `max_depth` deep (400 else) — checked before the endpoint parses anything."""
+
+    def __init__(
+        self, app: ASGIApp, *, max_body: int, max_import_body: int, max_depth: int = MAX_JSON_DEPTH
+    ) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.max_import_body = max_import_body
+        self.max_depth = max_depth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        origin = request.headers.get("origin") or request.headers.get("referer")
+        if not origin or not same_origin(origin, request.headers.get("host", "")):
+            await self._refuse(scope, receive, send, 403, "a write must come from the viewer's own page "
+                               "(its Origin or Referer must be this viewer's host and port)")  # fmt: skip
+            return
+        limit = self.max_import_body if scope["path"].endswith("/labels/import") else self.max_body
+        too_big = f"the request body is larger than {limit:,} bytes"
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            await self._refuse(scope, receive, send, 413, too_big)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._refuse(scope, receive, send, 413, too_big)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if json_depth_exceeds(body, self.max_depth):
+            await self._refuse(scope, receive, send, 400, f"JSON nested deeper than {self.max_depth} levels")
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+        await JSONResponse({"error": message}, status_code=status)(scope, receive, send)
 
 
 class TokenMiddleware:
@@ -434,12 +607,15 @@ def create_app(
     csrf_token: str | None = None,
     token: str | None = None,
     hosts: list[str] | None = None,
+    max_body: int = MAX_BODY,
+    max_import_body: int = MAX_IMPORT_BODY,
 ) -> Starlette:
     """The viewer for the run folders directly under `root`.
 
     `token`: require this access token on every request (see `TokenMiddleware`). `hosts`: Host header
     values accepted besides loopback (the address the server is bound to; `"*"` for any, which is only
-    allowed with a token, since the token then is what stops DNS rebinding)."""
+    allowed with a token, since the token then is what stops DNS rebinding). `max_body` / `max_import_body`:
+    the largest write body in bytes, a label file's and any other (see `RequestGuard`)."""
     extra = [h.lower() for h in hosts or []]
     if token is None and extra:
         raise ValueError("a viewer that accepts other Host headers than loopback needs a token")
@@ -463,6 +639,9 @@ def create_app(
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS + extra)]
     if token is not None:
         middleware.append(Middleware(TokenMiddleware, token=token))
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error})
+    middleware.append(Middleware(RequestGuard, max_body=max_body, max_import_body=max_import_body))
+    handlers: dict[Any, Any] = {HTTPException: http_error, BrokenRun: broken_run_error}
+    handlers |= {error: broken_run_error for error in READ_ERRORS}
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     app.state.viewer = ViewerState(root=Path(root), csrf=csrf_token or secrets.token_urlsafe(32), facets={})
     return app

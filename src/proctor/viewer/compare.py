@@ -1,6 +1,8 @@
 """Comparing two runs of one protocol: items matched across the runs, per candidate and judge the metric
 in each run, the paired difference with a bootstrap interval and McNemar's exact test on the discordant
-pairs, and the items whose verdict flipped (with their answer in each run).
+pairs, and the items whose verdict flipped (with their answer in each run). The viewer compares from the
+runs' side indexes (`compare_indexed`: one SQL join of per-run outcome tables, fast and memory-flat on big
+runs); `compare` streams two loaded runs (what `proctor compare` and gates use, without writing an index).
 
 Items are matched by `kind|candidate|question_id` when an item carries a candidate and a question id
 (so a changed model behind the same candidate name still matches), else by their store key (content-
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import binomtest
 
-from proctor.store.record import RunRecord
+from proctor.store.index import paired_outcomes
+from proctor.store.record import ItemRecord, RunRecord
 from proctor.viewer import items as items_q
 from proctor.viewer.labels import Label, PreferencePair, swap_preference
 from proctor.viewer.metaeval import THRESHOLD
@@ -104,15 +108,32 @@ def match_key(kind: str, candidate: str | None, question_id: str | None, item_ke
 def paired_delta(candidate: str, judge: str, va: np.ndarray, vb: np.ndarray) -> PairedDelta:
     """The paired comparison of one group's 0/1 outcomes in run A (`va`) and run B (`vb`, same order):
     the means, their difference with a bootstrap interval, and McNemar's exact test."""
-    gained, lost = int((~va & vb).sum()), int((va & ~vb).sum())
-    lo, hi = paired_interval(va, vb)
+    return paired_delta_of_counts(
+        candidate,
+        judge,
+        n=len(va),
+        correct_a=int(va.sum()),
+        correct_b=int(vb.sum()),
+        gained=int((~va & vb).sum()),
+        lost=int((va & ~vb).sum()),
+    )
+
+
+def paired_delta_of_counts(
+    candidate: str, judge: str, *, n: int, correct_a: int, correct_b: int, gained: int, lost: int
+) -> PairedDelta:
+    """`paired_delta` from the counts alone (all it depends on): n pairs, correct in A and in B, and the
+    discordant pairs."""
+    lo, hi = interval_of_counts(n, gained, lost)
+    a = correct_a / n if n else float("nan")
+    b = correct_b / n if n else float("nan")
     return PairedDelta(
         candidate=candidate,
         judge=judge,
-        n=len(va),
-        a=float(va.mean()),
-        b=float(vb.mean()),
-        delta=float(vb.mean() - va.mean()),
+        n=n,
+        a=a,
+        b=b,
+        delta=b - a,
         lo=lo,
         hi=hi,
         gained=gained,
@@ -122,13 +143,17 @@ def paired_delta(candidate: str, judge: str, va: np.ndarray, vb: np.ndarray) -> 
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, *, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of mean(b - a) over paired 0/1 outcomes. Resampling pairs only
-    changes how many pairs are -1, 0, +1, so each resample is one multinomial draw (O(1) in n)."""
+    """Percentile bootstrap 95% interval of mean(b - a) over paired 0/1 outcomes."""
     d = b.astype(np.int64) - a.astype(np.int64)
-    n = len(d)
+    return interval_of_counts(len(d), int((d == 1).sum()), int((d == -1).sum()), seed=seed)
+
+
+def interval_of_counts(n: int, gained: int, lost: int, *, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """`paired_interval` from the counts: resampling pairs only changes how many pairs are -1, 0, +1, so
+    each resample is one multinomial draw (O(1) in n)."""
     if n == 0:
         return float("nan"), float("nan")
-    p = np.array([(d == -1).sum(), (d == 0).sum(), (d == 1).sum()], dtype=float) / n
+    p = np.array([lost, n - gained - lost, gained], dtype=float) / n
     rng = np.random.default_rng(seed)
     counts = rng.multinomial(n, p, size=BOOTSTRAP_RESAMPLES)
     means = (counts[:, 2] - counts[:, 0]) / n
@@ -213,3 +238,47 @@ def compare(run_a: str, record_a: RunRecord, run_b: str, record_b: RunRecord) ->
     for fl in cmp.flips:
         fl.answer_a, fl.answer_b = answers_a.get(fl.key_a, ""), answers_b.get(fl.key_b, "")
     return cmp
+
+
+def compare_indexed(
+    run_a: str, folder_a: Path, record_a: RunRecord, run_b: str, folder_b: Path, record_b: RunRecord
+) -> Comparison:
+    """`compare` for the viewer: the same comparison from the runs' side indexes (`ensure_index` built
+    them), joined in SQL, so a request reads counts and the flipped items shown, never every judgment."""
+    paired = paired_outcomes(folder_a, folder_b, FLIPPED_SHOWN)
+    cmp = Comparison(run_a, run_b, matched=paired.matched, only_a=paired.only_a, only_b=paired.only_b)
+    cmp.deltas = [
+        paired_delta_of_counts(
+            g.candidate,
+            g.judge,
+            n=g.n,
+            correct_a=g.correct_a,
+            correct_b=g.correct_b,
+            gained=g.gained,
+            lost=g.lost,
+        )
+        for g in paired.groups
+    ]
+    cmp.flips_total = paired.flips_total
+    items_a = record_a.items_by_key({f.key_a for f in paired.flips})
+    items_b = record_b.items_by_key({f.key_b for f in paired.flips})
+    answers_a = items_q.answers(record_a, sorted(items_a))
+    answers_b = items_q.answers(record_b, sorted(items_b))
+    for f in paired.flips:
+        title = _title(items_a.get(f.key_a)) or _title(items_b.get(f.key_b))
+        cmp.flips.append(
+            Flip(f.candidate, f.judge, f.key_a, f.key_b, title, f.a, f.b,
+                 answers_a.get(f.key_a, ""), answers_b.get(f.key_b, ""))
+        )  # fmt: skip
+    return cmp
+
+
+def _title(item: ItemRecord | None) -> str:
+    """What `RunRecord.judged_outcomes` calls an item's title: its question, else its keyword."""
+    data = item.data if item is not None else None
+    if not isinstance(data, dict):
+        return ""
+    for name in ("question", "keyword"):
+        if data.get(name) is not None:
+            return str(data[name])
+    return ""

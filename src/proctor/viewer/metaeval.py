@@ -27,10 +27,11 @@ from proctor.metaeval.agreement import (
     group_agreement,
     spearman,
 )
+from proctor.store.index import SCORE_THRESHOLD
 from proctor.store.record import RunRecord
 from proctor.viewer.labels import BINARY, RATING, Label, LabelStore, Scale, scale_for
 
-THRESHOLD = 0.5
+THRESHOLD = SCORE_THRESHOLD  # a numeric score counts as correct from here (the side index cuts there too)
 CATEGORIES: dict[Scale, list[str]] = {"binary": list(BINARY[:2]), "rating": list(RATING)}
 _CHUNK = 500
 

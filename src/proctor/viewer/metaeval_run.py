@@ -17,6 +17,7 @@ from pathlib import Path
 
 from proctor.errors import UserError
 from proctor.store.record import RUN_FILE, MetricRecord, RunRecord, StoreError, is_run_folder
+from proctor.store.safe_files import UnsafeStoreFile
 from proctor.store.writes import replace_metrics
 from proctor.viewer.labels import LabelFileError, LabelIn, LabelStore, parse_lines, resolve_item_ids
 from proctor.viewer.metaeval import MetaEvaluation, meta_evaluate
@@ -44,6 +45,16 @@ class MetaEvalResult:
 
 def method_subject(method: str, scale: str) -> str:
     return method if scale == "binary" else f"{method} [1-4]"
+
+
+def _label_store(folder: Path) -> LabelStore:
+    try:
+        return LabelStore(folder)
+    except UnsafeStoreFile as e:
+        raise UserError(
+            f"proctor metaeval: refused to open the labels of '{folder}': {e}. Put the labels database "
+            f"itself in the run folder (not a link to it), or remove it to start anew."
+        ) from None
 
 
 def _run_folder(run_dir: Path) -> Path:
@@ -163,11 +174,11 @@ def run_metaeval(
         ) from None
     if labels_file is not None:
         parsed = resolve_item_ids(record, _read_labels(Path(labels_file), annotator))
-        with LabelStore(folder) as labels:
+        with _label_store(folder) as labels:
             added, skipped = labels.import_labels(parsed)
         imported = Imported(str(labels_file), added, skipped)
     try:
-        with LabelStore(folder) as labels:
+        with _label_store(folder) as labels:
             known = labels.annotators()
             if not known:
                 raise UserError(
