@@ -45,6 +45,8 @@ MAX_PART_WORDS = 4
 _ASKS_FOR_THE_NAME = re.compile(r"\b(?:name[ds]?|called)\b", re.IGNORECASE)
 _QUESTION_ASKS_NAME = re.compile(r"\b(?:name[ds]?|called|who|whom|whose)\b", re.IGNORECASE)
 _MAX_NAME_WORDS = 4  # a reference this short, asked for by name, is the name itself ("skell")
+# Words of a reference that place a term, not name it ("until independence").
+_PREPOSITIONS = frozenset({"until", "till", "after", "before", "since", "during", "within", "through"})
 
 
 def alternatives_listed(answer: str, reference: str) -> RuleDecision | None:
@@ -67,11 +69,14 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     """`reference_quantity_missing`: sure when the answer cannot state the reference's numbers — it states
     no number in any form (no digit, number word, fraction or span) or nothing of the reference's
     dimension, the reference names a year and the answer none or another, the answer states numbers in
-    the reference's unit (or both without one) and none of them is the reference's, a short several-number
+    the reference's unit (or both without one) and none of them is the reference's quantity in any form, a
+    short several-number
     reference loses one, or the right number comes in a currency the reference does not use ("€64" for
     "64 skell"). Anything written otherwise (compound number words, other units, "half an hour") is left
     to the LLM."""
-    wanted = stated_numbers(reference)
+    # A number word capitalised inside the reference is part of a name ("the Moot of Forty"), not a
+    # quantity the answer must state.
+    wanted = {v for start, _, v in number_mentions(reference) if start == 0 or not reference[start].isupper()}
     if not wanted or (clock_times(reference) and clock_times(answer)):  # "half past six" for 06:30
         return None
     have = all_numbers(answer)
@@ -101,6 +106,10 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
             "reference_quantity_missing",
             f"the reference names the year {', '.join(sorted(years))}; the answer does not",
         )
+    # The same quantity written otherwise ("one day and seven hours" for "31 hours") is stated.
+    ref_q = [q for q in quantities(reference) if q.unit]
+    if any(same(q, r) for q in quantities(answer) if q.unit for r in ref_q):
+        return None
     ref_units = {q.unit for q in plain_quantities(reference)}
     stated = [q for q in plain_quantities(answer) if q.unit in ref_units]
     if stated:
@@ -142,7 +151,9 @@ def _lacking_among_several(reference: str, wanted: set[float], have: set[float])
     return None
 
 
-def _substituted(word: str, wanted: list[str], have: list[str]) -> bool:
+def _substituted(
+    word: str, wanted: list[str], have: list[str], ref_names: set[str], answer_names: set[str]
+) -> bool:
     """Whether the answer puts another word where the reference has `word`: next to the reference word
     nearest to it that the answer repeats, on the same side ("the fog months" for "the grey months", "the
     Marrow Current" for "the Ostrel Current"). Only a neighbour counts, and only a word that could name
@@ -154,28 +165,33 @@ def _substituted(word: str, wanted: list[str], have: list[str]) -> bool:
     for j in anchors:
         slot = have.index(wanted[j]) + (i - j)
         if 0 <= slot < len(have) and have[slot] not in wanted and could_name(have[slot]):
-            return True
+            # In a name's place only another name is sure ("the Marrow Current" for "the Ostrel
+            # Current"); a description ("the research institute" for "the Orrinsford Institute") is not.
+            return stem(word) not in ref_names or stem(have[slot]) in answer_names
     return False
 
 
 def missing_term(answer: str, reference: str) -> RuleDecision | None:
     """`reference_term_missing`: sure when a short reference without numbers (a name or term of at most
-    three content words) has words the answer lacks while it has a near spelling of one ("Maren Oakhill"
-    for "Maren Oakhalt") or another word in a missing word's place ("the fog months" for "the grey
-    months"). An answer with none of its words, or that says a missing word otherwise ("water from the
-    sea" for "seawater", "from the west" for "westerly") or drops it, is left to the LLM (a paraphrase:
-    "no charge" for "free")."""
+    three content words) has words the answer lacks while it has a near spelling of one of its names
+    ("Maren Oakhill" for "Maren Oakhalt") or another word in a missing word's place ("the fog months" for
+    "the grey months"; in a name's place, another name). An answer with none of its words, or that says a
+    missing word otherwise ("water from the sea" for "seawater", "from the west" for "westerly",
+    "Mondays" for "Monday") or drops it, is left to the LLM (a paraphrase: "no charge" for "free")."""
     if stated_numbers(reference):
         return None
     wanted = content_words(reference)
     if not wanted or len(wanted) > 3:
         return None
     have = content_words(answer)
-    missing = [w for w in wanted if w not in have and not said_otherwise(w, have)]
+    missing = [w for w in wanted if w not in have and w not in _PREPOSITIONS and not said_otherwise(w, have)]
     if not missing:
         return None
-    near = [x for m in missing for x in have if near_spelling(m, x)]
-    if not near and not any(_substituted(m, wanted, have) for m in missing):
+    ref_names, answer_names = names(reference, all_capitalised=True), names(answer, all_capitalised=True)
+    # A near spelling of a name is another name ("Oakhill" for "Oakhalt"); of an ordinary word it is as
+    # often another word altogether ("south" for "mouth"): not sure.
+    near = [x for m in missing if stem(m) in ref_names for x in have if near_spelling(m, x)]
+    if not near and not any(_substituted(m, wanted, have, ref_names, answer_names) for m in missing):
         return None
     said = f"; it says {', '.join(dict.fromkeys(near))}" if near else ""
     return RuleDecision("reference_term_missing", f"the answer lacks {', '.join(missing)}{said}")

@@ -59,6 +59,14 @@ def near_spelling(word: str, other: str) -> bool:
     return difflib.SequenceMatcher(None, word, other).ratio() >= NEAR_SPELLING
 
 
+def same_root(word: str, other: str) -> bool:
+    """The same word inflected or derived: without a plural "s", the shorter (of at least `_MIN_ROOT`
+    letters) begins or ends the longer ("monday"/"mondays", "cooker"/"cooks", "floats"/"afloat"); a near
+    spelling such as "harlsby"/"harlsbury" is not."""
+    short, long = sorted((word.removesuffix("s"), other.removesuffix("s")), key=len)
+    return len(short) >= _MIN_ROOT and (long.startswith(short) or long.endswith(short))
+
+
 def could_name(word: str) -> bool:
     """A word that can stand for a name or a term, not a function word ("where", "that", "it")."""
     return len(word) >= 3 and word not in GENERIC_WORDS and word not in FUNCTION_WORDS
@@ -93,10 +101,11 @@ def asked(question: str) -> set[str]:
 
 def said_otherwise(word: str, have: list[str]) -> bool:
     """Whether the answer says a reference word in other words: the word is a compound of answer words
-    ("seawater": "water from the sea") or derives from one of at least `_MIN_ROOT` letters ("westerly":
-    "from the west"). Not a near spelling: "Oakhill" neither composes nor derives "Oakhalt"."""
+    ("seawater": "water from the sea"), derives from one of at least `_MIN_ROOT` letters ("westerly":
+    "from the west") or shares its root with one (`same_root`: "Mondays", "afloat"). Not a near spelling:
+    "Oakhill" neither composes nor derives "Oakhalt"."""
     roots = [w for w in have if len(w) >= _MIN_ROOT and word.startswith(w) and word != w]
-    if roots:
+    if roots or any(same_root(word, w) for w in have):
         return True
     words = set(have)
 
