@@ -91,7 +91,7 @@ def count_behind_llm(items: list[dict[str, Any]], recorded: dict[str, dict[str, 
 
 
 def recorded_default(set_stem: str) -> dict[str, dict[str, Any]] | None:
-    """The default judge's recorded per-item verdicts for a label set, if bench/judge_agreement.py wrote them."""
+    """The default judge's recorded per-item verdicts for a label set (bench/judge_agreement.py), if any."""
     name = "dev" if set_stem == "judge_labels" else set_stem.replace("judge_labels_", "")
     path = HERE / "results" / f"judge_agreement_current_{name}.json"
     if not path.exists():
@@ -140,9 +140,8 @@ def show(rows: list[dict[str, Any]]) -> None:
             else f"{row['precision']:.3f} [{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]"
         )
         low = row["precision"] is not None and row["precision"] < MIN_PRECISION and row["fired"] >= MIN_FIRED
-        print(
-            f"| {row['kind']} | `{row['name']}` | {cells} | {row['fired']} | {row['right']} | {p}{' ⚠' if low else ''} |"
-        )
+        mark = " ⚠" if low else ""
+        print(f"| {row['kind']} | `{row['name']}` | {cells} | {row['fired']} | {row['right']} | {p}{mark} |")
     for row in rows:
         if row["wrong"]:
             print(f"{row['name']} wrong on: {', '.join(row['wrong'])}")

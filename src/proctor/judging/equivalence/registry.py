@@ -57,7 +57,7 @@ def decide(
         return None
     for rule in RULES[language]:
         if pair.kind in rule.kinds and (decision := rule.check(pair)) is not None:
-            if question and only_question_overlap(answer, reference, question):
+            if question and only_question_overlap(answer, reference, question, numeric=pair.kind != "text"):
                 return None
             return decision
     return None

@@ -60,13 +60,19 @@ def read_pair(answer: str, reference: str) -> Pair | None:
 
 def normalised_match(p: Pair) -> RuleDecision | None:
     """Sure: the answer equals the reference after SQuAD/HotpotQA normalisation (case, punctuation,
-    articles)."""
+    articles).
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 31/31 (1.00).
+    """
     return RuleDecision("normalised_match", p.r) if p.a == p.r else None
 
 
 def same_date(p: Pair) -> RuleDecision | None:
     """Sure: every date the answer writes is the reference's one day, month and year, written in either
-    order ("12 March 1887" = "March 12, 1887")."""
+    order ("12 March 1887" = "March 12, 1887").
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 1/1.
+    """
     found = dates(p.answer)
     if p.ref_date is not None and found and all(d == p.ref_date for d in found):
         return RuleDecision("same_date", "-".join(map(str, p.ref_date)))
@@ -75,7 +81,10 @@ def same_date(p: Pair) -> RuleDecision | None:
 
 def same_time(p: Pair) -> RuleDecision | None:
     """Sure: every time of day the answer states can be the reference's ("06:30" = "half past six in the
-    morning"; without am/pm either reading counts), and nothing in it is negated."""
+    morning"; without am/pm either reading counts), and nothing in it is negated.
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 3/3.
+    """
     times_a = clock_times(p.answer)
     if times_a and all(t & p.ref_times[0] for t in times_a) and not negated_anywhere(p.a):
         return RuleDecision("same_time", " or ".join(hhmm(v) for v in sorted(p.ref_times[0])))
@@ -84,7 +93,10 @@ def same_time(p: Pair) -> RuleDecision | None:
 
 def same_ratio(p: Pair) -> RuleDecision | None:
     """Sure: the answer states the terms of a ratio reference ("6 : 2 : 1") in order and no other
-    number, not negated."""
+    number, not negated.
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 2/2.
+    """
     stated = [
         v for w in re.findall(r"[a-z]+|\d+(?:\.\d+)?", p.answer.lower()) if (v := number(w)) is not None
     ]
@@ -99,7 +111,10 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     within 2 % if need be, and no other; or the reference states several and the answer the same ones in
     the same order and no other ("about 39 feet wide by 13 feet high" for "12 metres wide and 4 metres
     high"). Not when the answer negates, or lacks a listed part ("six rowers" for "six rowers and a
-    steerer")."""
+    steerer").
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 101/102 (0.99).
+    """
     q_r = p.ref_quantities
     q_a = quantities(p.answer)
     plain = normalize_answer(NOT_NEGATIONS.sub(" ", p.answer))
@@ -117,7 +132,10 @@ def contains_reference(p: Pair) -> RuleDecision | None:
     """Sure: the normalised reference stands in the normalised answer as a whole phrase, not negated in
     its clause, in an answer that offers no alternatives ("X or Y"). A reference with numbers counts only
     when short (a few words: "41,300 inhabitants, of whom 18,000 …" for "41,300") and the answer does not
-    hedge between numbers ("maybe", "between")."""
+    hedge between numbers ("maybe", "between").
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 85/85 (1.00).
+    """
     words = p.r.split()
     if not contains_phrase(p.a.split(), words) or negated_in_clause(p.answer, words):
         return None

@@ -162,10 +162,16 @@ def states_reference(question: str, reference: str) -> bool:
     return words <= q_stems and numbers <= stated_numbers(question)
 
 
-def only_question_overlap(answer: str, reference: str, question: str) -> bool:
-    """Whether everything the answer shares with the reference (distinctive words by stem, numbers) is
-    text the question already contains ("the X economy" for the reference "X" to "... where the X economy
-    is based?"): such an answer may only be repeating the question. False when they share nothing."""
+def only_question_overlap(answer: str, reference: str, question: str, *, numeric: bool = False) -> bool:
+    """Whether everything the answer shares with the reference is text the question already contains
+    ("the X economy" for the reference "X" to "... where the X economy is based?"): such an answer may only
+    be repeating the question. With `numeric` (a rule found the reference's quantity, date or time in the
+    answer, in whatever form) what they share is the reference's numbers: only the question's when it
+    states them all. Otherwise the distinctive words (by stem) and numbers both hold; False when they
+    share nothing."""
+    if numeric:
+        numbers = stated_numbers(reference)
+        return bool(numbers) and numbers <= stated_numbers(question)
     shared_words = _distinctive(reference) & {stem(w) for w in content_words(answer)}
     shared_numbers = stated_numbers(reference) & stated_numbers(answer)
     if not shared_words and not shared_numbers:
