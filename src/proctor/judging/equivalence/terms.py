@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from proctor.judging.equivalence.numbers import stated_numbers
+from proctor.judging.equivalence.numbers import number, stated_numbers
 from proctor.judging.metrics import normalize_answer
 
 NEGATIONS = frozenset({"not", "no", "never", "nor", "neither", "without", "isnt", "wasnt", "arent", "werent",
@@ -145,8 +145,13 @@ def negated_anywhere(normalised: str) -> bool:
 
 
 def _distinctive(text: str) -> set[str]:
-    """Stems of a reference's content words that could say which fact it is (not "the", "which", "it")."""
-    return {stem(w) for w in content_words(text) if w not in GENERIC_WORDS and w not in FUNCTION_WORDS}
+    """Stems of a reference's content words that could say which fact it is (not "the", "which", "it"); its
+    numbers, in digits or words, are compared as numbers (`stated_numbers`)."""
+    return {
+        stem(w)
+        for w in content_words(text)
+        if w not in GENERIC_WORDS and w not in FUNCTION_WORDS and number(w.replace(",", "")) is None
+    }
 
 
 def states_reference(question: str, reference: str) -> bool:
