@@ -161,12 +161,16 @@ def test_qa_with_equivalence_rules_decides_without_judge_calls(tmp_path, monkeyp
         text = next(m["content"] for m in body["messages"] if m["role"] == "user")
         if "Reference text" in text:
             word = words[sum(map(ord, text)) % len(words)]
+            # The question does not state its answer (such questions are dropped).
             return json.dumps(
-                {"question": f"Which harbour is the {word} one?", "answer": f"the {word} harbour"}
+                {
+                    "question": f"Which harbour is entry {words.index(word)} of the list?",
+                    "answer": f"the {word} harbour",
+                }
             )
         if "<candidate_answer>" in text:
             return json.dumps({"reason": "compared", "verdict": "correct"})
-        word = next((w for w in words if f"the {w} one" in text), "unknown")
+        word = next((w for i, w in enumerate(words) if f"entry {i} of" in text), "unknown")
         return f"It is the {word} harbour, as recorded."
 
     docs = tmp_path / "docs"
@@ -389,3 +393,70 @@ def test_name_guards(answer: str, reference: str, question: str, method: str | N
         assert name_missing(answer, reference, not_asked) is None
     if method == "other_name":
         assert other_name(answer, reference, f"{question} {answer}") is None  # the question gave it
+
+
+def test_a_unit_added_through_the_table_alone_is_read_in_values_ranges_and_conversions() -> None:
+    """One `Unit` row (a made-up unit with names, an abbreviation and a factor to metres, and its square)
+    is all it takes: values, hyphens, ranges of several quantities, conversions, square spellings and the
+    quantity guard's dimension words all come from the table."""
+    from proctor.judging.equivalence import Unit, units_added
+
+    furlong = Unit("fur", ("furlong", "furlongs"), ("fur",), "length", 201.168)
+    square = Unit("sqfur", (), ("sqfur",), "area", 201.168**2, square_of="fur")
+    assert [q.unit for q in quantities("3 furlongs")] == [None]  # unknown before
+    with units_added(furlong, square):
+        assert [(q.value, q.unit) for q in quantities("3 furlongs")] == [(3.0, "fur")]
+        assert [(q.value, q.unit) for q in quantities("a 3-furlong race")] == [(3.0, "fur")]
+        assert [(q.value, q.unit) for q in quantities("2 fur to 4 fur")] == [(2.0, "fur"), (4.0, "fur")]
+        assert [(q.value, q.unit) for q in quantities("2 square furlongs")] == [(2.0, "sqfur")]
+        # Conversions: 3 furlongs is 603.5 m; a range in the same order; a wrong conversion is not sure.
+        assert decide("about 603 metres", "3 furlongs").method == "numeric_equivalent"  # type: ignore[union-attr]
+        assert decide("between 402 m and 805 m", "between 2 furlongs and 4 furlongs") is not None
+        assert decide("between 805 m and 402 m", "between 2 furlongs and 4 furlongs") is None
+        assert decide("about 700 metres", "3 furlongs") is None
+        assert decide("about 8 hectares", "2 square furlongs") is not None  # 8.09 ha
+        # The guard knows its dimension: an answer speaking of time states no length; of furlongs, it may.
+        assert missing_quantities("several hours", "3 furlongs") is not None
+        assert missing_quantities("several furlongs", "3 furlongs") is None
+        assert missing_quantities("It is 5 furlongs.", "3 furlongs") is not None  # another number, same unit
+    assert [q.unit for q in quantities("3 furlongs")] == [None]  # the table is back as it was
+
+
+def test_rules_and_guards_are_named_and_language_keyed() -> None:
+    """Every rule and guard has a stable unique name (the method its decisions record), English as its
+    language and a docstring saying what it is sure of; an unknown language is refused, not read as
+    English."""
+    from proctor.judging.equivalence import EXTRA_GUARDS, GUARD_METHODS, GUARDS, RULES
+
+    rules, guards = RULES["en"], GUARDS["en"] + EXTRA_GUARDS["en"]
+    assert len({r.name for r in rules}) == len(rules) and len({g.name for g in guards}) == len(guards)
+    assert all(x.language == "en" and "sure" in x.doc.lower() for x in (*rules, *guards))
+    assert set(GUARD_METHODS) == {g.name for g in guards}
+    decision = decide("It opened in 1887 after a public vote.", "1887")
+    assert decision is not None and decision.method in {r.name for r in rules}
+    with pytest.raises(ValueError, match="language"):
+        decide("1887", "1887", language="xx")
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "question", "method"),
+    [
+        # The answer's only overlap with the reference is what the question already says: not credited.
+        ("the Varsland economy", "Varsland", "Which country is the one where the Varsland economy is based?",
+         None),
+        ("Varsland", "Varsland", "Which country is the one where the Varsland economy is based?", None),
+        ("In 1887, as the question says.", "1887", "Was the 1887 charter signed in 1887?", None),
+        # A right answer that shares a word with the question is still credited.
+        ("The Copper Hall hosts it.", "the Copper Hall", "Which hall hosts the Moot of Forty?",
+         "contains_reference"),
+        ("It opened in 1887, after the vote.", "1887", "When did the hall open after the vote?",
+         "numeric_equivalent"),
+        ("Aud Tennick led them.", "Aud Tennick", "Who led the families from Varsland?", "contains_reference"),
+    ],
+)  # fmt: skip
+def test_rules_do_not_credit_an_answer_that_only_repeats_the_question(
+    answer: str, reference: str, question: str, method: str | None
+) -> None:
+    decision = decide(answer, reference, question)
+    assert (decision.method if decision else None) == method
+    assert decide(answer, reference) is not None  # without the question the rules would credit it

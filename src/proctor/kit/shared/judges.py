@@ -172,13 +172,14 @@ async def judge_answer(
 ) -> Judgment:
     """One answer's judgment: score 1/0 and the deciding method in its data — `llm` (or `llm_majority` /
     `llm_unanimous` for an ensemble), or with `rules` the rule of `proctor.judging.equivalence` that was sure
-    (no model call); with `guards`, an LLM "correct" that a guard of `proctor.judging.equivalence.veto` is
-    sure of becomes "incorrect" (the guard's method recorded, the LLM's reason kept). The data also holds
+    (no model call; never for an answer that only repeats what the question says of the reference); with
+    `guards`, an LLM "correct" that a guard of `proctor.judging.equivalence.veto` is sure of becomes
+    "incorrect" (the guard's method recorded, the LLM's reason kept). The data also holds
     the verdict probability `p_correct` (None without logprobs) and, with samples or an ensemble, the
     agreement and the votes."""
     panel = model if isinstance(model, Panel) else Panel.single(model)
     if kind == "with_reference" and rules:
-        rule = decide(a.answer, a.reference_answer)
+        rule = decide(a.answer, a.reference_answer, a.question)
         if rule is not None:
             return Judgment(
                 verdict="correct",

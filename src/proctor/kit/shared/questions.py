@@ -1,5 +1,5 @@
 """Writing open questions with short reference answers from passages, and the filters every protocol
-applies to them (not self-contained, duplicate)."""
+applies to them (not self-contained, duplicate, stating its own answer)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, Field
 
+from proctor.judging.equivalence import states_reference
 from proctor.judging.metrics import normalize_answer
 from proctor.kit.context import RunContext
 from proctor.kit.steps import Outcome, Payload, current_key
@@ -122,6 +123,16 @@ async def write_questions(
     )
 
 
+def states_answer(question: str, reference: str) -> bool:
+    """Whether a question gives its reference answer away: every distinctive word of the reference (stop
+    and function words aside, compared by stem: "the Varslandic economy" states "Varsland") and every
+    number it states stand in the question ("... the country where the Varsland economy is based?" for
+    "Varsland"). A closed-book candidate scores on such a question by repeating it, so it measures
+    nothing. A word in common is not enough ("Which hall ...?" does not state "the Copper Hall"); a
+    reference of several words is stated only when all of them are."""
+    return states_reference(question, reference)
+
+
 def _normalise(q: str) -> str:
     return re.sub(r"\W+", " ", q.lower()).strip()
 
@@ -142,6 +153,8 @@ def keep_questions(outcomes: Sequence[Outcome[QuestionTask, Q]]) -> tuple[list[Q
             reason = "not_self_contained"
         elif _normalise(q.question) in seen:
             reason = "duplicate"
+        elif states_answer(q.question, q.reference_answer):
+            reason = "states_answer"
         if reason:
             stats.filtered[reason] = stats.filtered.get(reason, 0) + 1
             continue

@@ -22,7 +22,7 @@ from proctor.ids import content_id
 from proctor.kit.context import RunContext
 from proctor.kit.result import OmitNone, Part
 from proctor.kit.shared.question_file import Difficulty
-from proctor.kit.shared.questions import support
+from proctor.kit.shared.questions import states_answer, support
 from proctor.kit.steps import Outcome, Payload
 from proctor.models.base import Model
 from proctor.prompts import render_messages
@@ -36,7 +36,7 @@ from proctor.protocols.interview.paths import KnowledgeSource, KnowledgeText
 GENERATE_PROMPT = "interview/generate"
 # Part of the generation unit's id: stored questions are re-filtered when the filters (code, not a prompt
 # or a model, so not a recorded dependency) change.
-FILTERS_VERSION = 2
+FILTERS_VERSION = 3
 
 
 class GeneratedQuestion(Payload):
@@ -143,7 +143,7 @@ async def generate(
                 "unsupported"
                 if s < cfg.support_threshold
                 else "answer_in_question"
-                if support(answer, question) >= 1.0
+                if states_answer(question, answer)
                 else None
             )
             out.append(

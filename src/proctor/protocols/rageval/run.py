@@ -165,7 +165,7 @@ async def _answer(
             answer=text,
             f1=round(c.f1, 6),
             em=exact_match(text, t.gold),
-            equivalent=(rule.method if (rule := decide(text, t.gold)) is not None else None),
+            equivalent=(rule.method if (rule := decide(text, t.gold, t.question)) is not None else None),
             category=c.category,
             stop=stop,
             interruption=c.interruption,

@@ -195,9 +195,6 @@ async def document_tasks(ctx: RunContext[Config], stats: TaskStats) -> list[RagT
         if support(q.reference_answer, cs[-1].text) < 0.75:
             dropped["unsupported"] += 1
             continue
-        if support(q.reference_answer, q.question) >= 1.0:
-            dropped["answer_in_question"] += 1
-            continue
         out.append(
             RagTask(
                 task_id=_task_id("doc", q.question_id),

@@ -1,0 +1,48 @@
+"""What a rule or guard is: a named, language-keyed decision that is sure or silent."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RuleDecision:
+    """A rule decided "correct", or a guard "incorrect": which one (`method`, its stable name), and on
+    what."""
+
+    method: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule that decides "correct" only when sure (never "incorrect"); `kinds` are the kinds of
+    reference it reads (`registry.reference_kind`). Its check's docstring says what it is sure of and its
+    measured precision."""
+
+    name: str
+    language: str
+    kinds: frozenset[str]
+    check: Callable[..., RuleDecision | None]
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.check) or ""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A guard after an LLM "correct": it only ever turns it into "incorrect", when sure, and records its
+    `name` as the method. `needs_question`: it runs only where the question is known. Its check's
+    docstring says what it is sure of and its measured precision."""
+
+    name: str
+    language: str
+    check: Callable[..., RuleDecision | None]
+    needs_question: bool = False
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.check) or ""

@@ -1,0 +1,210 @@
+"""Reading quantities: a number (digits, words, fractions, "one in four") with its unit from the unit table,
+spans written in several units, and whether two quantities are the same after conversion."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from proctor.judging.equivalence.numbers import (
+    FRACTIONS,
+    NOT_A_QUANTITY,
+    NUM,
+    NUMBER_WORD,
+    NUMBER_WORDS,
+    SCALES,
+    compounds_as_digits,
+    half_last_place,
+    number,
+    stated_numbers,
+)
+from proctor.judging.equivalence.units import table
+
+
+@dataclass(frozen=True)
+class Quantity:
+    value: float
+    unit: str | None  # a unit table symbol; "share" for fractions and percentages
+
+
+# How far two quantities in different units may differ after conversion: writers round converted values
+# ("340 km" is 211.3 miles, written "211 miles").
+CONVERSION_TOLERANCE = 0.02
+# Numbers written as an idiom, read after the units.
+_IDIOMS = [
+    (re.compile(r"\bhalf\s+a\s+dozen\b"), " 6 "),
+    (re.compile(r"\bbiennial(?:ly)?\b"), " every 2 years"),
+    (re.compile(r"\btriennial(?:ly)?\b"), " every 3 years"),
+    (re.compile(r"\bfortnightly\b"), " once a fortnight"),
+]
+
+
+def unit_text(text: str) -> str:
+    """Lower case, "per cent" as "percent", "twenty-five" as "25", multi-word units as one token,
+    number-unit hyphens as spaces."""
+    units = table()
+    t = units.hyphenated.sub(" ", compounds_as_digits(text.lower().replace("per cent", "percent")))
+    for pattern, unit in [*units.phrases, *_IDIOMS]:
+        t = pattern.sub(unit, t)
+    return t
+
+
+QUANTITY = re.compile(
+    rf"(?P<num>{NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°[cf]|%|per cent|[a-z]+2\b|[a-z]+)?",
+    re.IGNORECASE,
+)
+# "between 85 and 140": a range, no commitment to either end.
+RANGE = re.compile(
+    rf"\bbetween\s+(?:{NUM}|{NUMBER_WORD})\b.{{0,20}}?\band\s+(?:{NUM}|{NUMBER_WORD})\b", re.IGNORECASE
+)
+# "one in four", "seven pieces in ten", "3 out of 5" (a lookahead: "about one in four" finds "one in four").
+_IN = re.compile(
+    r"(?=\b(?P<full>(?P<a>\w+)(?:\s+(?P<what>[a-z]+))?\s+(?:in|out of)\s+(?P<b>\w+))\b)", re.IGNORECASE
+)
+_SPAN_JOIN = re.compile(r"\s*,?\s*(?:and\s+)?")
+
+
+def _unit(word: str | None) -> str | None:
+    return table().aliases.get((word or "").lower())
+
+
+def _blank(t: str, start: int, end: int) -> str:
+    """The text with [start, end) spaced out: later patterns do not read it again, positions stay."""
+    return t[:start] + " " * (end - start) + t[end:]
+
+
+def _with_half(m: re.Match[str]) -> str:
+    """ "nine and a half hours" as "9.5 hours", padded to the same length."""
+    whole = 1.0 if m["u1"] else (number(m["n"].replace(",", "")) or 0.0)
+    return f"{whole + 0.5:g} {m['u1'] or m['u']}".ljust(len(m[0]))
+
+
+def _span_chains(t: str) -> list[tuple[int, int, float]]:
+    """(start, end, seconds) of each span written in two or more units, largest first."""
+    seconds = table().span_seconds
+    parts = [
+        (m.start(), m.end(), number(m["n"]) or 1.0, seconds[m["u"]]) for m in table().span_part.finditer(t)
+    ]
+    chains: list[tuple[int, int, float]] = []
+    i = 0
+    while i < len(parts):
+        j = i
+        while (
+            j + 1 < len(parts)
+            and _SPAN_JOIN.fullmatch(t[parts[j][1] : parts[j + 1][0]])
+            and parts[j + 1][3] < parts[j][3]
+        ):
+            j += 1
+        if j > i:
+            chains.append((parts[i][0], parts[j][1], sum(n * unit for _, _, n, unit in parts[i : j + 1])))
+        i = j + 1
+    return chains
+
+
+def quantities(text: str) -> list[Quantity]:
+    """The quantities a text states, in the order it states them: "one in four", fractions, number words,
+    digits with scale and unit, spans in several units ("a day and seven hours" = 31 h)."""
+    units = table()
+    t = units.rate.sub(lambda m: m["unit"] + " " * len(m["per"]), unit_text(text))
+    t = units.and_a_half.sub(_with_half, t)
+    found: list[tuple[int, Quantity]] = []
+    for start, end, secs in _span_chains(t):
+        found.append((start, Quantity(secs, "s")))
+        t = _blank(t, start, end)
+    for m in units.every_other.finditer(t):
+        found.append((m.start(), Quantity(2.0, _unit(m["unit"]))))
+        t = _blank(t, m.start(), m.end())
+    for m in units.part_of_unit.finditer(t):
+        found.append((m.start(), Quantity(FRACTIONS[m["frac"]] if m["frac"] else 1.0, _unit(m["unit"]))))
+        t = _blank(t, m.start(), m.end())
+    for m in list(_IN.finditer(t)):
+        a, b = number(m["a"]), number(m["b"])
+        if a is not None and b and (m["what"] is None or number(m["what"]) is None):
+            found.append((m.start(), Quantity(a / b, "share")))
+            t = _blank(t, m.start("full"), m.end("full"))
+    for phrase, v in sorted(FRACTIONS.items(), key=lambda kv: -len(kv[0])):
+        for m in re.finditer(rf"\b{phrase}\b", t):
+            found.append((m.start(), Quantity(v, "share")))
+            t = _blank(t, m.start(), m.end())
+    for m in QUANTITY.finditer(t):
+        value = float(m["num"].replace(",", "")) * SCALES.get((m["scale"] or "").lower(), 1.0)
+        unit = _unit(m["unit"])
+        found.append((m.start(), Quantity(value / 100.0, "share") if unit == "%" else Quantity(value, unit)))
+    for word, v in NUMBER_WORDS.items():
+        for m in re.finditer(rf"\b{word}\b(?:\s+(?P<unit>[a-z%]+))?", t):
+            unit = _unit(m["unit"])
+            found.append(
+                (m.start(), Quantity(v / 100.0, "share") if unit == "%" else Quantity(float(v), unit))
+            )
+    return [q for _, q in sorted(found, key=lambda x: x[0])]
+
+
+def all_numbers(text: str) -> set[float]:
+    """Every value a text states, in every form the rules read (a share also as its percentage)."""
+    out = stated_numbers(text)
+    for q in quantities(text):
+        out.add(round(q.value, 6))
+        if q.unit == "share":
+            out.add(round(q.value * 100, 6))
+    return out
+
+
+_A_NUMBER_WORD = re.compile(rf"\b(?P<w>{NUMBER_WORD})\b(?:\s+(?P<unit>[a-z%]+))?")
+_COMPOUND_BEFORE = re.compile(rf"(?:\b(?:{NUMBER_WORD})(?:\s+and)?\s+|-)$")
+_COMPOUND_AFTER = re.compile(rf"^(?:-|\s+(?:and\s+)?(?:{NUMBER_WORD}|thousand|million|billion)\b)")
+
+
+def _lone_number_words(t: str) -> list[Quantity]:
+    """Number words on their own ("two skell", "every five years"), not parts of "thirty-eight" or "nine
+    hundred and sixty", each with the known unit that follows it."""
+    out = []
+    for m in _A_NUMBER_WORD.finditer(t):
+        word_end = m.start() + len(m["w"])
+        if _COMPOUND_BEFORE.search(t[: m.start()]) or _COMPOUND_AFTER.search(t[word_end:]):
+            continue
+        if m["w"] not in NOT_A_QUANTITY:
+            out.append(Quantity(float(NUMBER_WORDS[m["w"]]), _unit(m["unit"])))
+    return out
+
+
+def plain_quantities(text: str) -> list[Quantity]:
+    """Quantities written with digits, or as one number word on its own, each with its unit (None when no
+    known unit follows). Compound number words are left out: the rules do not read them."""
+    t = unit_text(text)
+    out = []
+    for m in QUANTITY.finditer(t):
+        value = float(m["num"].replace(",", "")) * SCALES.get((m["scale"] or "").lower(), 1.0)
+        out.append(Quantity(value, _unit(m["unit"])))
+    return out + _lone_number_words(t)
+
+
+def answer_dimensions(answer: str) -> set[str]:
+    """The dimensions an answer speaks of in any form: a unit after a number, or a unit word alone."""
+    measures = table().measures
+    found = {d for q in plain_quantities(answer) if (d := measures.get(q.unit or ""))}
+    low = answer.lower()
+    found |= {d for d, pattern in table().dimension_words.items() if pattern.search(low)}
+    return found
+
+
+def same(a: Quantity, b: Quantity) -> bool:
+    """The same quantity: equal, or equal after converting between units of one dimension (within
+    `CONVERSION_TOLERANCE`), or a temperature converted between °C and °F and rounded as written."""
+    if {a.unit, b.unit} == {"°c", "°f"}:
+        # A converted temperature, rounded as the answer writes it ("about 2,590 °F" for 1,420 °C, which
+        # is 2,588 °F): half its last written place, and never less than 0.3 °C.
+        c = [q.value if q.unit == "°c" else (q.value - 32.0) * 5.0 / 9.0 for q in (a, b)]
+        # Rounding is capped at the 2 % other conversions allow ("about 200 °F" is not 100 °C).
+        scale = 5.0 / 9.0 if a.unit == "°f" else 1.0
+        place = min(half_last_place(a.value), CONVERSION_TOLERANCE * abs(a.value)) * scale
+        return abs(c[0] - c[1]) <= max(0.3, place)
+    convert = table().convert
+    if a.unit != b.unit and a.unit in convert and b.unit in convert:
+        (dim_a, fa), (dim_b, fb) = convert[a.unit], convert[b.unit]
+        x, y = a.value * fa, b.value * fb
+        return dim_a == dim_b and abs(x - y) <= CONVERSION_TOLERANCE * max(abs(x), abs(y))
+    if a.unit != b.unit and not (a.unit is None or b.unit is None):
+        return False
+    if (a.unit == "share") != (b.unit == "share"):
+        return False
+    return abs(a.value - b.value) <= 1e-6 * max(1.0, abs(b.value))

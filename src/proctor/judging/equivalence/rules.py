@@ -1,0 +1,159 @@
+"""The English rules: each decides "correct" only when it is sure, never "incorrect"."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from proctor.judging.equivalence.base import Rule, RuleDecision
+from proctor.judging.equivalence.dates import clock_times, date, dates, hhmm, ratio
+from proctor.judging.equivalence.guards import MAX_PART_WORDS, missing_part
+from proctor.judging.equivalence.numbers import number, stated_numbers
+from proctor.judging.equivalence.quantities import Quantity, quantities, same
+from proctor.judging.equivalence.terms import (
+    ALTERNATIVES,
+    NOT_NEGATIONS,
+    contains_phrase,
+    negated_anywhere,
+    negated_in_clause,
+)
+from proctor.judging.metrics import normalize_answer
+
+_HEDGED_AMONG_NUMBERS = re.compile(r"\b(?:between|maybe|possibly|perhaps|probably|likely|might)\b")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """An answer and its reference as the rules read them; `kind` is what the reference is: "date",
+    "time" (of day), "ratio", "quantity" (one), "quantities" (several) or "text"."""
+
+    answer: str
+    reference: str
+    a: str  # normalised
+    r: str
+    kind: str
+    ref_date: tuple[int, int, int] | None
+    ref_times: list[set[int]]
+    ref_ratio: list[float] | None
+    ref_quantities: list[Quantity]
+
+
+def read_pair(answer: str, reference: str) -> Pair | None:
+    """The pair, or None when either is empty after normalisation (no rule can be sure)."""
+    a, r = normalize_answer(answer), normalize_answer(reference)
+    if not a or not r:
+        return None
+    ref_date = date(reference)
+    times = clock_times(reference) if ref_date is None else []
+    terms = ratio(reference) if ref_date is None and len(times) != 1 else None
+    q_r = quantities(reference) if ref_date is None and len(times) != 1 and terms is None else []
+    kind = (
+        "date" if ref_date is not None
+        else "time" if len(times) == 1
+        else "ratio" if terms is not None
+        else "quantity" if len(q_r) == 1
+        else "quantities" if q_r
+        else "text"
+    )  # fmt: skip
+    return Pair(answer, reference, a, r, kind, ref_date, times, terms, q_r)
+
+
+def normalised_match(p: Pair) -> RuleDecision | None:
+    """Sure: the answer equals the reference after SQuAD/HotpotQA normalisation (case, punctuation,
+    articles).
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 31/31 (1.00).
+    """
+    return RuleDecision("normalised_match", p.r) if p.a == p.r else None
+
+
+def same_date(p: Pair) -> RuleDecision | None:
+    """Sure: every date the answer writes is the reference's one day, month and year, written in either
+    order ("12 March 1887" = "March 12, 1887").
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 1/1.
+    """
+    found = dates(p.answer)
+    if p.ref_date is not None and found and all(d == p.ref_date for d in found):
+        return RuleDecision("same_date", "-".join(map(str, p.ref_date)))
+    return None
+
+
+def same_time(p: Pair) -> RuleDecision | None:
+    """Sure: every time of day the answer states can be the reference's ("06:30" = "half past six in the
+    morning"; without am/pm either reading counts), and nothing in it is negated.
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 3/3.
+    """
+    times_a = clock_times(p.answer)
+    if times_a and all(t & p.ref_times[0] for t in times_a) and not negated_anywhere(p.a):
+        return RuleDecision("same_time", " or ".join(hhmm(v) for v in sorted(p.ref_times[0])))
+    return None
+
+
+def same_ratio(p: Pair) -> RuleDecision | None:
+    """Sure: the answer states the terms of a ratio reference ("6 : 2 : 1") in order and no other
+    number, not negated.
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 2/2.
+    """
+    stated = [
+        v for w in re.findall(r"[a-z]+|\d+(?:\.\d+)?", p.answer.lower()) if (v := number(w)) is not None
+    ]
+    if p.ref_ratio is not None and stated == p.ref_ratio and not negated_anywhere(p.a):
+        return RuleDecision("same_ratio", " : ".join(f"{v:g}" for v in p.ref_ratio))
+    return None
+
+
+def numeric_equivalent(p: Pair) -> RuleDecision | None:
+    """Sure: the reference states one quantity (digits, number words, fractions such as "one in four",
+    percentages, a unit) and the answer states that quantity, converted between units of one dimension
+    within 2 % if need be, and no other; or the reference states several and the answer the same ones in
+    the same order and no other ("about 39 feet wide by 13 feet high" for "12 metres wide and 4 metres
+    high"). Not when the answer negates, or lacks a listed part ("six rowers" for "six rowers and a
+    steerer").
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 101/102 (0.99).
+    """
+    q_r = p.ref_quantities
+    q_a = quantities(p.answer)
+    plain = normalize_answer(NOT_NEGATIONS.sub(" ", p.answer))
+    if p.kind == "quantity":
+        matches = bool(q_a) and all(same(q, q_r[0]) for q in q_a)
+    else:
+        matches = len(q_a) == len(q_r) and all(same(x, y) for x, y in zip(q_a, q_r, strict=True))
+    if matches and not negated_anywhere(plain) and missing_part(p.answer, p.reference) is None:
+        shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r)
+        return RuleDecision("numeric_equivalent", shown)
+    return None
+
+
+def contains_reference(p: Pair) -> RuleDecision | None:
+    """Sure: the normalised reference stands in the normalised answer as a whole phrase, not negated in
+    its clause, in an answer that offers no alternatives ("X or Y"). A reference with numbers counts only
+    when short (a few words: "41,300 inhabitants, of whom 18,000 …" for "41,300") and the answer does not
+    hedge between numbers ("maybe", "between").
+
+    Measured precision (`bench/rule_precision.py`, six label sets): 85/85 (1.00).
+    """
+    words = p.r.split()
+    if not contains_phrase(p.a.split(), words) or negated_in_clause(p.answer, words):
+        return None
+    if ALTERNATIVES.search(p.answer):
+        return None
+    if p.kind == "quantity" and not (
+        stated_numbers(p.reference) and len(words) <= MAX_PART_WORDS and not _HEDGED_AMONG_NUMBERS.search(p.a)
+    ):
+        return None
+    return RuleDecision("contains_reference", p.r)
+
+
+_ALL = frozenset({"date", "time", "ratio", "quantity", "quantities", "text"})
+ENGLISH_RULES = (
+    Rule("normalised_match", "en", _ALL, normalised_match),
+    Rule("same_date", "en", frozenset({"date"}), same_date),
+    Rule("same_time", "en", frozenset({"time"}), same_time),
+    Rule("same_ratio", "en", frozenset({"ratio"}), same_ratio),
+    Rule("numeric_equivalent", "en", frozenset({"quantity", "quantities"}), numeric_equivalent),
+    Rule("contains_reference", "en", frozenset({"quantity", "text"}), contains_reference),
+)
