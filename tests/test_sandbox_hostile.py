@@ -16,11 +16,9 @@ them itself (and the root runs are skipped with the reason).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pty
-import pwd
 import random
 import re
 import select
@@ -39,13 +37,13 @@ from typing import Any
 
 import pytest
 
+from ordinary_user import USER, ordinary_user
 from proctor.agents.sandbox import SandboxLimits, SandboxResult, probe_tier
 from proctor.agents.sandbox_cleanup import remove_tree
 
 PROBE = probe_tier()
 TIERS = [t for t in ("bubblewrap", "unshare") if t not in PROBE.unavailable]
 ROOT = os.geteuid() == 0
-USER = "proctor-hostile"
 LIMITS = SandboxLimits(
     cpu_seconds=2, wall_seconds=6, memory_mb=128, disk_mb=16, file_size_mb=4, processes=8, output_chars=4000
 )
@@ -120,20 +118,7 @@ class World:
         return got
 
 
-def _user() -> pwd.struct_passwd | None:
-    if not ROOT:
-        return None
-    with contextlib.suppress(KeyError):
-        return pwd.getpwnam(USER)
-    if shutil.which("useradd") is None:
-        return None
-    subprocess.run(["useradd", "-m", USER], check=False, capture_output=True)
-    with contextlib.suppress(KeyError):
-        return pwd.getpwnam(USER)
-    return None
-
-
-USER_ENTRY = _user()
+USER_ENTRY = ordinary_user(USER)
 
 
 def _start_sleeper(uid: int | None) -> subprocess.Popen[bytes]:

@@ -11,7 +11,6 @@ test). The suite runs as root and, re-run by `test_suite_passes_as_an_ordinary_u
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import sqlite3
 import subprocess
@@ -23,13 +22,13 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from ordinary_user import USER, ordinary_user
 from proctor.store import RunStore
 from proctor.viewer import create_app
 
 CSRF = "csrf-token"
 ORIGIN = "http://127.0.0.1"
 SECRET = "OUTSIDE-SECRET-7f3a"  # in every file outside the runs folder; must never reach a page
-USER = os.environ.get("PROCTOR_TEST_USER", "tester")
 HOSTILE_ENV = "PROCTOR_HOSTILE_AS_USER"  # set when this suite is the re-run as the ordinary user
 
 GOOD = ("good-a", "good-b")
@@ -461,13 +460,9 @@ def test_suite_passes_as_an_ordinary_user() -> None:
         pytest.skip(f"already running as an ordinary user (uid {os.geteuid()}): this run is that check")
     if shutil.which("runuser") is None:
         pytest.skip("runuser is not installed, so the suite cannot be re-run as an ordinary user")
-    try:
-        entry = pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(
-            f"no user {USER!r} to re-run the suite as (create one: useradd -m {USER}; "
-            "or name another in PROCTOR_TEST_USER)"
-        )
+    entry = ordinary_user(USER)
+    if entry is None:
+        pytest.skip(f"no user {USER!r} to re-run the suite as, and useradd could not create one")
     python = _user_python(USER)
     if python is None:
         pytest.skip(f"user {USER!r} cannot start this project's Python, and no system Python of its version")
