@@ -395,6 +395,33 @@ def view(
     serve(runs_dir, host=host, port=port, token=token, open_browser=not no_open, announce=announce)
 
 
+class ExportFormatOption(StrEnum):
+    inspect = "inspect"
+    jsonl = "jsonl"
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="a run folder (runs/<run_id>)"),
+    fmt: ExportFormatOption = typer.Option(
+        ..., "--format", help="inspect: an inspect_ai eval log (.eval or .json); jsonl: one line per answer"
+    ),
+    out_path: Path | None = typer.Option(
+        None,
+        "--out",
+        help="file to write (default: RUN_DIR/inspect/<run_id>.eval or RUN_DIR/transcripts.jsonl)",
+    ),
+) -> None:
+    """Export a run's candidate answers with their judgments and model calls (prompts and replies) for
+    other tools: an inspect_ai eval log that `inspect view` shows, or JSONL (see docs/export.md)."""
+    from proctor.kit.export import ExportFormat, export_run
+
+    done = export_run(run_dir, ExportFormat(fmt.value), out_path)
+    out.print(f"Exported {done.samples} sample(s) to {done.path}", markup=False, highlight=False)
+    if fmt is ExportFormatOption.inspect:
+        out.print(f"View it with: inspect view --log-dir {done.path.parent}", markup=False, highlight=False)
+
+
 @app.command()
 def metaeval(
     run_dir: Path = typer.Argument(..., help="a run folder (runs/<run_id>)"),

@@ -5,6 +5,7 @@ or RAG) answers; answers are scored by EM/F1 and by LLM judges with and without 
 """
 
 from proctor.kit.registry import Protocol, Role
+from proctor.store.export import SampleSpec
 from proctor.protocols.qa.config import Config
 from proctor.protocols.qa.result import QaResult
 from proctor.protocols.qa.run import run
@@ -22,4 +23,5 @@ PROTOCOL = Protocol(
     ),
     run=run,
     result=QaResult,
+    samples=(SampleSpec("answer"),),
 )
