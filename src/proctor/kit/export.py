@@ -8,19 +8,14 @@ gets them read off its store. The writers are the store's (`proctor.store.export
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
+from proctor.export_format import ExportFormat
 from proctor.kit.record import load_run
 from proctor.kit.registry import get_protocol
 from proctor.store.export import SampleSpec, guess_specs, write_jsonl
 from proctor.store.inspect_log import require_inspect_ai, write_inspect_log
 from proctor.store.record import RunRecord
-
-
-class ExportFormat(StrEnum):
-    inspect = "inspect"
-    jsonl = "jsonl"
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,8 @@ def guess_specs(record: RunRecord) -> list[SampleSpec]:
         r[0]
         for r in conn.execute(
             "SELECT DISTINCT i.kind FROM items i WHERE i.key IN"
-            " (SELECT item_key FROM model_calls WHERE role = 'candidate' UNION SELECT item_key FROM judgments)"
+            " (SELECT item_key FROM model_calls WHERE role = 'candidate'"
+            " UNION SELECT item_key FROM judgments)"
             " ORDER BY i.kind"
         )
     ]

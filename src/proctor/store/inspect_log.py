@@ -90,7 +90,7 @@ def eval_log(record: RunRecord, specs: Sequence[SampleSpec]) -> EvalLog:
     )
     stats = EvalStats(started_at=created, completed_at=_iso(info.finished) or "", model_usage=usage)
     status = _STATUS.get(info.status, "started")
-    return EvalLog(eval=spec, status=status, results=results, stats=stats, samples=samples)  # type: ignore[arg-type]
+    return EvalLog(eval=spec, status=status, results=results, stats=stats, samples=samples)
 
 
 def _sample(s: ExportSample) -> EvalSample:

@@ -5,10 +5,10 @@ or RAG) answers; answers are scored by EM/F1 and by LLM judges with and without 
 """
 
 from proctor.kit.registry import Protocol, Role
-from proctor.store.export import SampleSpec
 from proctor.protocols.qa.config import Config
 from proctor.protocols.qa.result import QaResult
 from proctor.protocols.qa.run import run
+from proctor.store.export import SampleSpec
 
 PROTOCOL = Protocol(
     name="qa",
