@@ -208,11 +208,25 @@ def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) ->
     con = sqlite3.connect(root / a / "run.sqlite")
     calls = con.execute("SELECT id, role FROM model_calls WHERE item_key=?", (key,)).fetchall()
     assert {r for _, r in calls} >= {"candidate", "judge"}
-    table = html.split('id="calls"', 1)[1].split("</table>", 1)[0]
-    assert table.count("<tr>") == len(calls) + 1  # header + one row per call
+    timeline = html.split('id="calls"', 1)[1]
+    assert timeline.count('<section class="call') == len(calls)  # one entry per call, in call order
+    assert [int(i) for i in re.findall(r'id="call-(\d+)"', timeline)] == sorted(i for i, _ in calls)
     assert "llm_with_reference" in html and "Ostrid Kael" in html
-    summary = html.split('id="summary"', 1)[1].split("</dl>", 1)[0]  # above the label buttons
-    assert "Who founded the city of Velmora?" in summary and "It was founded by Ostrid Kael." in summary
+    # Question, reference and answer side by side, above the label buttons.
+    summary = html.split('id="summary"', 1)[1].split("</dl>", 1)[0]
+    cells = re.findall(r"<dt>(\w+)</dt><dd[^>]*>(.*?)</dd>", summary, re.DOTALL)
+    assert cells == [
+        ("question", "Who founded the city of Velmora?"),
+        ("reference", "Ostrid Kael"),
+        ("answer", "It was founded by Ostrid Kael."),
+    ]
+    # The candidate's and the judge's full prompts and replies: the judge's prompt holds the answer tags.
+    cand, judge = (timeline.split(f'id="call-{i}"', 1)[1].split("</section>", 1)[0] for i, _ in calls)
+    assert "Who founded the city of Velmora?" in cand and "It was founded by Ostrid Kael." in cand
+    assert re.search(
+        r"&lt;candidate_answer&gt;\s*It was founded by Ostrid Kael.\s*&lt;/candidate_answer&gt;", judge
+    )
+    assert "response_schema" in judge and "no transcript stored" not in html
     assert 'data-next="' in html or 'data-prev="' in html  # j / k neighbours under the filter
     assert client.get(f"/runs/{a}/items/no-such-key").status_code == 404
 

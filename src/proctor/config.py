@@ -262,6 +262,10 @@ class RunConfig(Strict):
         gt=0,
         description="stop sending paid calls once this much (USD, at the configured prices) is spent",
     )
+    store_text: bool = Field(
+        True,
+        description="keep every model call's messages and reply in run.sqlite (false: numbers only)",
+    )
     executor: Literal["local", "ray"] = Field(
         "local", description="where corpus processing and local-model replicas run (see `ray:`)"
     )
@@ -329,10 +333,10 @@ class RunConfig(Strict):
         return self
 
     def config_hash(self) -> str:
-        """Identity of what the run measures: the budget, where the work runs (executor, ray) and the gates
-        checked on the result are left out, so `--resume` with a raised budget, on Ray, or with other
-        gates continues the same run."""
-        data = self.model_dump(mode="json", exclude={"budget_usd", "executor", "ray", "gates"})
+        """Identity of what the run measures: the budget, where the work runs (executor, ray), the gates
+        checked on the result and whether call text is kept (`store_text`) are left out, so `--resume`
+        with a raised budget, on Ray, or with other gates continues the same run."""
+        data = self.model_dump(mode="json", exclude={"budget_usd", "executor", "ray", "gates", "store_text"})
         # Nor how many embedded servers run a model: 4 replicas measure what 1 does (same cache keys), so a
         # run started with 1 resumes with 4. (Left out when unset too, so older configs keep their hash.)
         for m in data["models"].values():

@@ -142,7 +142,7 @@ def run_config(
     log.setLevel(logging.INFO)
     store: RunStore | None = None
     try:
-        store = RunStore(run_dir / "run.sqlite")
+        store = RunStore(run_dir / "run.sqlite", store_text=cfg.store_text)
         store.start_run(
             run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__
         )

@@ -208,7 +208,7 @@ async def run_steps(
         unit_role = role(u) if callable(role) else role
         with (
             collecting() as deps,
-            call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget),
+            call_scope(recorder=ctx.store, role=unit_role, item_key=k, budget=ctx.budget, step=description),
             planning_step(description),
         ):
             partial: dict[str, Any] | None = None

@@ -398,13 +398,13 @@ class Model:
             hit = self.cache.get(key)
             if hit is not None:
                 reply = _reply_from_json(hit)
-                self._record(scope, reply.usage, 0.0, cached=True, attempts=0)
+                self._record(scope, reply.usage, 0.0, cached=True, attempts=0, sent=(messages, params, reply))
                 return reply, True, 0.0
         inflight = self._inflight.setdefault(id(asyncio.get_running_loop()), {})
         pending = inflight.get(key)
         if pending is not None:
             reply = await asyncio.shield(pending)
-            self._record(scope, reply.usage, 0.0, cached=True, attempts=0)
+            self._record(scope, reply.usage, 0.0, cached=True, attempts=0, sent=(messages, params, reply))
             return reply, True, 0.0
         future: asyncio.Future[RawReply] = asyncio.get_running_loop().create_future()
         inflight[key] = future
@@ -430,7 +430,9 @@ class Model:
         if planner is not None:  # a dry run: tallied and answered by a placeholder, nothing sent or cached
             repeat = planner.repeat(key)
             reply = repeat or planner.placeholder(key, messages, params)
-            self._record(scope, reply.usage, 0.0, cached=repeat is not None, attempts=0)
+            self._record(
+                scope, reply.usage, 0.0, cached=repeat is not None, attempts=0, sent=(messages, params, reply)
+            )
             if repeat is None and params.json_schema is not None:
                 planner.tally(scope.role, self.spec).reasks += self.max_reasks
             return reply, repeat is not None, 0.0
@@ -460,16 +462,24 @@ class Model:
                 await asyncio.sleep(wait)
                 continue
             except ModelCallError as e:
-                self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=e.cause)
+                self._record(
+                    scope, Usage(), time.perf_counter() - started, False, attempts, error=e.cause,
+                    sent=(messages, params, None),
+                )  # fmt: skip
                 if e.cause not in ("unsupported", "budget"):  # a probe's "no" is an answer; budget: said once
                     log.warning("%s: call failed (%s)%s: %s", self.spec, e.cause, _where(scope), e)
                 raise
             if self.cache is not None:
                 self.cache.put(key, _reply_to_json(reply))
-            self._record(scope, reply.usage, took, cached=False, attempts=attempts)
+            self._record(
+                scope, reply.usage, took, cached=False, attempts=attempts, sent=(messages, params, reply)
+            )
             return reply, False, took
         assert last is not None
-        self._record(scope, Usage(), time.perf_counter() - started, False, attempts, error=last.cause)
+        self._record(
+            scope, Usage(), time.perf_counter() - started, False, attempts, error=last.cause,
+            sent=(messages, params, None),
+        )  # fmt: skip
         log.error(
             "%s: gave up after %d attempts (%s)%s: %s", self.spec, attempts, last.cause, _where(scope), last
         )
@@ -480,8 +490,19 @@ class Model:
         )
 
     def _record(
-        self, scope: Any, usage: Usage, latency: float, cached: bool, attempts: int, error: str | None = None
+        self,
+        scope: Any,
+        usage: Usage,
+        latency: float,
+        cached: bool,
+        attempts: int,
+        error: str | None = None,
+        *,
+        sent: tuple[list[Message], GenerationParams, RawReply | None],
     ) -> None:
+        """Account for one call (budget, dry-run tally) and hand it to the scope's recorder with its
+        exchange: the messages and parameters sent (`sent`) and the reply, None when none came back."""
+        messages, params, reply = sent
         cost = self.prices.cost(usage)
         planner = active_planner()
         if planner is not None:
@@ -510,6 +531,12 @@ class Model:
                 cached=cached,
                 attempts=attempts,
                 error=error,
+                step=scope.step,
+                messages=list(messages),
+                params=params.as_key(),
+                reply=None if reply is None else reply.text,
+                reply_tool_calls=() if reply is None else reply.tool_calls,
+                logprobs=None if reply is None else reply.logprobs,
             )
         )
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,15 @@ class CallRecord:
     cached: bool
     attempts: int
     error: str | None = None
+    # The exchange (the recorder stores it as the call's transcript, `proctor.store.transcripts`): the
+    # request's messages and generation parameters (`GenerationParams.as_key()`), the reply's text, tool
+    # calls (`ToolCallRequest`s) and token logprobs (`TokenLogprob`s); None/empty when there was none.
+    step: str | None = None
+    messages: list[Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    reply: str | None = None
+    reply_tool_calls: tuple[Any, ...] = ()
+    logprobs: list[Any] | None = None
 
 
 class CallRecorder(Protocol):
@@ -49,6 +58,7 @@ class CallScope:
     role: str | None = None
     item_key: str | None = None
     budget: Budget | None = None
+    step: str | None = None  # the kit step (its description) whose unit is running
 
 
 _NO_SCOPE = CallScope()
@@ -66,6 +76,7 @@ def call_scope(
     role: str | None = None,
     item_key: str | None = None,
     budget: Budget | None = None,
+    step: str | None = None,
 ) -> Iterator[None]:
     """Nest freely: unset fields inherit from the enclosing scope. Safe across asyncio tasks."""
     outer = _scope.get()
@@ -75,6 +86,7 @@ def call_scope(
             role=role if role is not None else outer.role,
             item_key=item_key if item_key is not None else outer.item_key,
             budget=budget if budget is not None else outer.budget,
+            step=step if step is not None else outer.step,
         )
     )
     try:

@@ -1,7 +1,8 @@
 """The typed record of a run, read from its run store: what reports, the viewer, suites and users' code read.
 
 `RunRecord` opens `run.sqlite` read-only and hands back typed rows — the run's info, its resolved config,
-items (with `payloads(Model)` for typed payloads), judgments, model calls, metrics and artifacts. The
+items (with `payloads(Model)` for typed payloads), judgments, model calls (`transcripts()`: with the
+messages and replies, `proctor.store.transcripts`), metrics and artifacts. The
 protocol's result model is attached by `proctor.load_run` (`proctor.kit.record`), which knows the
 protocols; this module knows only the store's tables. No other module reads `run.sqlite` (besides the
 store package's own: the writer `run_store`, the browser's side index `index`, and `writes`).
@@ -14,7 +15,6 @@ memory-flat on big runs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -23,6 +23,14 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+from proctor.store.transcripts import (
+    CallTranscript,
+    TranscriptMessage,
+    logprobs_of,
+    tool_calls_of,
+    unpack,
+)
 
 RUN_FILE = "run.sqlite"
 P = TypeVar("P", bound=BaseModel)
@@ -104,9 +112,6 @@ class CallRow(BaseModel):
     attempts: int | None = None
     error: str | None = None
     created: float | None = None
-    # The prompt and the reply, in stores that record them (`RunRecord.calls_with_text`).
-    messages: Any = None
-    reply: str | None = None
 
 
 class MetricRecord(BaseModel):
@@ -364,28 +369,53 @@ class RunRecord:
                 )
         return out
 
-    def records_call_text(self) -> bool:
-        """Whether this store records each call's prompt and reply."""
-        return self.has_column("model_calls", "messages") and self.has_column("model_calls", "reply")
+    def records_transcripts(self) -> bool:
+        """Whether this store was written by a version that records call transcripts (a run with
+        `store_text: false` still records them, without text: see `CallTranscript.text_stored`)."""
+        return self.has_column("model_calls", "messages_ref") and self._has_table("texts")
 
-    def calls_with_text(self, item_key: str) -> tuple[list[CallRow], bool]:
-        """The calls made for an item, with their prompt (`messages`, JSON when it parses) and reply when
-        the store records them; and whether it does."""
-        text = self.records_call_text()
-        extra = ", messages, reply" if text else ""
-        out = []
-        for r in self._conn.execute(
-            "SELECT id, provider, model, role, item_key, prompt_tokens, completion_tokens, cost_usd,"
-            f" latency_s, cached, attempts, error, created{extra} FROM model_calls WHERE item_key = ?"
-            " ORDER BY id",
-            (item_key,),
-        ):
-            d = {**dict(r), "cached": bool(r["cached"])}
-            if text and d.get("messages"):
-                with contextlib.suppress(json.JSONDecodeError):  # else shown as the text it is
-                    d["messages"] = json.loads(d["messages"])
-            out.append(CallRow.model_validate(d))
-        return out, text
+    def _has_table(self, name: str) -> bool:
+        q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
+        return self._conn.execute(q, (name,)).fetchone() is not None
+
+    def transcripts(self, item_key: str | None = None) -> list[CallTranscript]:
+        """The model calls made for `item_key` (None: every call of the run), in call order, each with the
+        messages it sent and the reply it got when the run stored text. A store written before transcripts
+        gives every call with `text_stored=False`."""
+        new = self.records_transcripts()
+        cols = "id, provider, model, role, item_key, prompt_tokens, completion_tokens, latency_s, cached,"
+        cols += " attempts, error, created"
+        if new:
+            cols += ", step, messages_ref, params, reply_ref, reply_tool_calls, logprobs, text_stored"
+        q = f"SELECT {cols} FROM model_calls"
+        rows = (
+            self._conn.execute(q + " ORDER BY id").fetchall()
+            if item_key is None
+            else self._conn.execute(q + " WHERE item_key=? ORDER BY id", (item_key,)).fetchall()
+        )
+        refs: list[tuple[Any, list[dict[str, Any]] | None]] = []
+        wanted: set[str] = set()
+        for r in rows:
+            stored = bool(new and r["text_stored"])
+            skeleton = _json(r["messages_ref"]) if stored else None
+            if isinstance(skeleton, list):
+                wanted.update(str(m.get("h")) for m in skeleton if isinstance(m, dict))
+            if stored and r["reply_ref"]:
+                wanted.add(str(r["reply_ref"]))
+            refs.append((r, skeleton if isinstance(skeleton, list) else None))
+        texts = self.texts(wanted)
+        return [_transcript(r, skeleton, texts, new) for r, skeleton in refs]
+
+    def texts(self, hashes: Iterable[str]) -> dict[str, str]:
+        """Stored texts by their hash (`proctor.store.transcripts`), decompressed; unknown hashes left out."""
+        out: dict[str, str] = {}
+        if not self._has_table("texts"):
+            return out
+        for chunk in _chunks(list(hashes)):
+            marks = ",".join("?" * len(chunk))
+            for h, z in self._conn.execute(f"SELECT hash, z FROM texts WHERE hash IN ({marks})", chunk):
+                out[str(h)] = unpack(z)
+        return out
 
     def keys_of_item_ids(self, ids: Iterable[str]) -> dict[str, str]:
         """Store keys of the items whose payload names itself with an `item_id` (reckon's
@@ -544,6 +574,46 @@ def call_totals(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         " FROM model_calls GROUP BY role, model ORDER BY role, model"
     )
     return [dict(r) for r in rows]
+
+
+def _transcript(
+    r: sqlite3.Row, skeleton: list[dict[str, Any]] | None, texts: dict[str, str], new: bool
+) -> CallTranscript:
+    stored = bool(new and r["text_stored"])
+    messages = None
+    if stored and skeleton is not None:
+        messages = [
+            TranscriptMessage(
+                role=str(m.get("role", "")),
+                content=texts.get(str(m.get("h")), ""),
+                tool_calls=tool_calls_of(m.get("tool_calls")),
+                tool_call_id=m.get("tool_call_id"),
+            )
+            for m in skeleton
+        ]
+    params = _json(r["params"]) if new else None
+    reply_ref = r["reply_ref"] if stored else None
+    return CallTranscript(
+        id=int(r["id"]),
+        provider=str(r["provider"] or ""),
+        model=str(r["model"] or ""),
+        role=r["role"],
+        item_key=r["item_key"],
+        step=r["step"] if new else None,
+        messages=messages,
+        params=params if isinstance(params, dict) else {},
+        reply=texts.get(str(reply_ref)) if reply_ref else None,
+        reply_tool_calls=tool_calls_of(_json(r["reply_tool_calls"])) if stored else None,
+        logprobs=logprobs_of(_json(r["logprobs"])) if new else None,
+        prompt_tokens=int(r["prompt_tokens"] or 0),
+        completion_tokens=int(r["completion_tokens"] or 0),
+        latency_s=float(r["latency_s"] or 0.0),
+        cached=bool(r["cached"]),
+        attempts=int(r["attempts"] or 0),
+        error=r["error"],
+        created=float(r["created"] or 0.0),
+        text_stored=stored,
+    )
 
 
 def _chunks(keys: list[str]) -> Iterator[list[str]]:

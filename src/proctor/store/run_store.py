@@ -11,12 +11,22 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from proctor.models.recording import CallRecord
 from proctor.sqlite_db import ThreadLocalDB
 from proctor.store.record import call_totals
+from proctor.store.transcripts import (
+    CALL_COLUMNS,
+    TEXTS_SCHEMA,
+    pack,
+    params_summary,
+    summarize_logprobs,
+    text_hash,
+    tool_calls_json,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -42,14 +52,26 @@ CREATE TABLE IF NOT EXISTS artifacts (name TEXT PRIMARY KEY, data TEXT);
 
 class RunStore:
     """Thin, explicit access to the run's SQLite file. Writes commit immediately (autocommit), so a
-    kill -9 keeps everything that had been written."""
+    kill -9 keeps everything that had been written.
 
-    def __init__(self, path: str | Path) -> None:
+    `store_text=False` (a run's `store_text: false`): calls are recorded without their messages, reply or
+    tool-call text — parameters, tokens, latency and logprob numbers only."""
+
+    def __init__(self, path: str | Path, *, store_text: bool = True) -> None:
         self.path = Path(path)
+        self.store_text = store_text
+        self._known_texts: set[str] = set()  # hashes this process has written (saves a lookup per text)
+        self._texts_lock = threading.Lock()
         self._db = ThreadLocalDB(self.path, row_factory=sqlite3.Row)
         self._seq_lock = threading.Lock()
         conn = self._conn()
         conn.executescript(SCHEMA)
+        conn.execute(TEXTS_SCHEMA)
+        # Stores written before transcripts gain their columns (NULL for old rows: no transcript stored).
+        have = {r[1] for r in conn.execute("PRAGMA table_info(model_calls)")}
+        for column, sql_type in CALL_COLUMNS.items():
+            if column not in have:
+                conn.execute(f"ALTER TABLE model_calls ADD COLUMN {column} {sql_type}")
         # Stores written before judgments had a cause column gain it (NULL for old rows).
         if "error_cause" not in {r[1] for r in conn.execute("PRAGMA table_info(judgments)")}:
             conn.execute("ALTER TABLE judgments ADD COLUMN error_cause TEXT")
@@ -153,10 +175,17 @@ class RunStore:
         live["tokens"] += record.prompt_tokens + record.completion_tokens
         if not record.cached:
             live["cost_usd"] += record.cost_usd
+        messages_ref, reply_ref, reply_tools = None, None, None
+        if self.store_text:
+            messages_ref = json.dumps([self._message_ref(m) for m in record.messages or []])
+            reply_ref = None if record.reply is None else self._put_text(record.reply)
+            if record.reply_tool_calls:
+                reply_tools = json.dumps(tool_calls_json(record.reply_tool_calls), ensure_ascii=False)
+        lps = summarize_logprobs(record.logprobs)
         self._conn().execute(
             "INSERT INTO model_calls (provider, model, role, item_key, prompt_tokens, completion_tokens,"
-            " cost_usd,"
-            " latency_s, cached, attempts, error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " cost_usd, latency_s, cached, attempts, error, created, step, messages_ref, params, reply_ref,"
+            " reply_tool_calls, logprobs, text_stored) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.provider,
                 record.model,
@@ -170,8 +199,38 @@ class RunStore:
                 record.attempts,
                 record.error,
                 time.time(),
+                record.step,
+                messages_ref,
+                json.dumps(params_summary(record.params), ensure_ascii=False, sort_keys=True),
+                reply_ref,
+                reply_tools,
+                None if lps is None else json.dumps(asdict(lps)),
+                int(self.store_text),
             ),
         )
+
+    def _put_text(self, text: str) -> str:
+        """Store `text` once (content-addressed, compressed); its hash."""
+        h = text_hash(text)
+        with self._texts_lock:
+            if h in self._known_texts:
+                return h
+            self._known_texts.add(h)
+        conn = self._conn()
+        if conn.execute("SELECT 1 FROM texts WHERE hash=?", (h,)).fetchone() is None:
+            conn.execute("INSERT OR IGNORE INTO texts (hash, z) VALUES (?, ?)", (h, pack(text)))
+        return h
+
+    def _message_ref(self, m: Any) -> dict[str, Any]:
+        ref: dict[str, Any] = {
+            "role": str(m.get("role", "")),
+            "h": self._put_text(str(m.get("content") or "")),
+        }
+        if m.get("tool_calls"):
+            ref["tool_calls"] = tool_calls_json(m["tool_calls"])
+        if m.get("tool_call_id") is not None:
+            ref["tool_call_id"] = str(m["tool_call_id"])
+        return ref
 
     def spent_usd(self) -> float:
         """Money actually spent by this run so far (calls a server answered; cache hits cost nothing)."""

@@ -13,14 +13,27 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from proctor.agents.trace import Trajectory
-from proctor.store.record import CallRow, IndexFacets, ItemQuery, ItemRecord, JudgmentRecord, RunRecord
+from proctor.store.record import IndexFacets, ItemQuery, ItemRecord, JudgmentRecord, RunRecord
+from proctor.store.transcripts import CallTranscript, LogprobSummary, ToolCallText
 
 PAGE_SIZE = 50
 # Counting the matches of a filter that is not on the index stops here ("10,000+").
 COUNT_CAP = 10_000
 TITLE_FIELDS = ("question", "interactor_question", "keyword", "title", "text", "name", "task")
 ANSWER_FIELDS = ("answer", "candidate_reply", "reply", "prediction", "output")
+REFERENCE_FIELDS = (
+    "reference_answer",
+    "reference",
+    "gold_answer",
+    "gold",
+    "expected_answer",
+    "expected",
+    "correct_answer",
+    "target",
+)
 _MAX_SHORT = 240
+# A call's message longer than this shows its start, with the whole text one click away.
+MESSAGE_PREVIEW = 1200
 
 
 class ItemFilter(BaseModel):
@@ -172,19 +185,48 @@ def judged_kinds(run: RunRecord) -> list[str]:
 
 # --- one item ---------------------------------------------------------------------------------------
 @dataclass
+class Shown:
+    """A text as the timeline shows it: whole when short, else its start and the whole behind "show all"."""
+
+    text: str
+    preview: str
+    truncated: bool
+
+
+def shown(text: str, limit: int = MESSAGE_PREVIEW) -> Shown:
+    if len(text) <= limit:
+        return Shown(text, text, False)
+    return Shown(text, text[:limit] + "…", True)
+
+
+@dataclass
+class CallMessage:
+    role: str
+    content: Shown
+    tool_calls: list[ToolCallText] = field(default_factory=list)
+    tool_call_id: str | None = None
+
+
+@dataclass
 class Call:
+    """One model call of the item's timeline, with its transcript when the run stored text."""
+
     id: int
     role: str | None
     model: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    latency_s: float | None
+    step: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
     cached: bool
-    attempts: int | None
+    attempts: int
     error: str | None
-    messages: Any = None  # present when the run store records prompts
-    reply: str | None = None
+    params: dict[str, object]
+    text_stored: bool
+    messages: list[CallMessage] = field(default_factory=list)
+    reply: Shown | None = None
+    reply_tool_calls: list[ToolCallText] = field(default_factory=list)
+    logprobs: LogprobSummary | None = None
 
 
 @dataclass
@@ -214,28 +256,45 @@ class ItemDetail:
     judgments: list[JudgmentRecord]
     calls: list[Call]
     rounds: list[Round]
-    calls_record_text: bool  # whether this store records prompts and replies
-    title: str = ""  # the question (or what stands for it) and the answer, shown above the label buttons
+    # Why the calls have no text: None when they have it (or there are none), else what to say.
+    no_text: str | None
+    title: str = ""  # the question (or what stands for it), reference and answer, shown side by side on top
+    reference: str = ""
     answer: str = ""
     trajectory: Trajectory | None = None  # an agent candidate's steps (`data.trace.trajectory`)
     contexts: list[str] = field(default_factory=list)  # a pipeline candidate's passages (`.trace.contexts`)
 
 
-def _call(c: CallRow) -> Call:
+def _call(c: CallTranscript) -> Call:
     return Call(
         id=c.id,
         role=c.role,
         model=f"{c.provider}/{c.model}",
+        step=c.step,
         prompt_tokens=c.prompt_tokens,
         completion_tokens=c.completion_tokens,
-        cost_usd=c.cost_usd,
         latency_s=c.latency_s,
         cached=c.cached,
         attempts=c.attempts,
         error=c.error,
-        messages=c.messages,
-        reply=c.reply,
+        params=c.params,
+        text_stored=c.text_stored,
+        messages=[
+            CallMessage(m.role, shown(m.content), list(m.tool_calls or []), m.tool_call_id)
+            for m in c.messages or []
+        ],
+        reply=None if c.reply is None else shown(c.reply),
+        reply_tool_calls=list(c.reply_tool_calls or []),
+        logprobs=c.logprobs,
     )
+
+
+def _no_text(run: RunRecord, calls: list[CallTranscript]) -> str | None:
+    if not calls or any(c.text_stored for c in calls):
+        return None
+    if not run.records_transcripts():
+        return "no transcript stored (this run was recorded by a proctor that did not keep call text)"
+    return "no transcript stored (store_text: false)"
 
 
 # A round's turn fields, in conversation order: the asking side first, then the answering side.
@@ -301,7 +360,7 @@ def detail(run: RunRecord, key: str) -> ItemDetail | None:
     if it is None:
         return None
     data = it.data
-    calls, text = run.calls_with_text(key)
+    calls = run.transcripts(key)
     trajectory, contexts = trace_of(data)
     return ItemDetail(
         key=it.key,
@@ -314,8 +373,9 @@ def detail(run: RunRecord, key: str) -> ItemDetail | None:
         judgments=run.judgments(key),
         calls=[_call(c) for c in calls],
         rounds=conversation(run, it.key, it.kind, data),
-        calls_record_text=text,
+        no_text=_no_text(run, calls),
         title=_text(_pick(data, TITLE_FIELDS)),
+        reference=_text(_pick(data, REFERENCE_FIELDS)),
         answer=_text(_pick(data, ANSWER_FIELDS)),
         trajectory=trajectory,
         contexts=contexts,
