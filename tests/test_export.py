@@ -40,11 +40,11 @@ def _expected_messages(run_dir: Path, key: str, question: str, answer: str | Non
     """What the sample's conversation must be: the candidate's last call as stored (prompt + reply), or
     the question and the answer where the store holds no text."""
     with load_run(run_dir) as run:
-        calls = [c for c in run.calls(key) if c.role == "candidate"]
+        calls = [c for c in run.transcripts(key) if c.role == "candidate"]
     last = calls[-1] if calls else None
     if last is not None and last.messages is not None:
-        msgs = last.messages if isinstance(last.messages, list) else json.loads(last.messages)
-        return [(m["role"], m.get("content") or "") for m in msgs] + [("assistant", last.reply or "")]
+        reply = [] if last.reply is None else [("assistant", last.reply)]
+        return [(m.role, m.content) for m in last.messages] + reply
     return [("user", question)] + ([("assistant", answer)] if answer is not None else [])
 
 
@@ -73,6 +73,8 @@ def test_qa_run_exports_an_inspect_log_that_inspect_ai_reads_back(qa_run: Path) 
         answer = item.data.get("answer") if item.status == "done" else None
         expected = _expected_messages(qa_run, item.key, item.data["question"], answer)
         assert [(m.role, m.text) for m in s.messages] == expected
+        # The run stored text: the conversation is the candidate's prompt (system + user), not a stand-in.
+        assert [m.role for m in s.messages][:2] == ["system", "user"]
         # Every call made for the item (the candidate's and the judges') is in the sample's transcript.
         model_events = [e for e in s.events if e.event == "model"]
         assert len(model_events) == n_calls[item.key]
@@ -163,3 +165,21 @@ def test_errors_a_user_can_cause(tmp_path: Path, qa_run: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
     assert "pip install 'proctor[export]'" in r.stderr
     assert not (qa_run / "inspect").exists()
+
+
+def test_run_without_text_exports_the_exchange_as_the_items_record_it(
+    qa_config: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    qa_config.write_text(qa_config.read_text() + "store_text: false\n")
+    run_dir = run_config(qa_config, out=tmp_path / "runs", show_progress=False).run_dir
+    samples = read_jsonl(export_run(run_dir, ExportFormat.jsonl).path)
+    assert len(samples) == 9
+    assert all(not c.text_stored and c.messages is None and c.reply is None for s in samples for c in s.calls)
+    assert any(s.calls for s in samples)
+    log = read_eval_log(str(export_run(run_dir, ExportFormat.inspect).path))
+    by_key = {s.key: s for s in samples}
+    for s in log.samples or []:
+        sample = by_key[str(s.id)]
+        expected = [("user", sample.question)] + ([("assistant", sample.answer)] if sample.answer else [])
+        assert [(m.role, m.text) for m in s.messages] == expected

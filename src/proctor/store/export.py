@@ -8,28 +8,27 @@ by each protocol as `SampleSpec`s (on its `Protocol`); for a protocol that decla
 reads it off the store (kinds with candidate calls or judgments, the usual field names).
 
 The JSONL writer is here; the inspect_ai writer is `proctor.store.inspect_log`. Nothing secret is in a
-sample: the store holds no keys or headers, and call parameters are filtered again on the way out.
+sample: it is made of what the store holds (`RunRecord.transcripts`), which never holds keys or headers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from proctor.store.record import CallRow, JudgmentRecord, RunRecord
+from proctor.store.record import ItemRecord, JudgmentRecord, RunRecord
+from proctor.store.transcripts import CallTranscript, ToolCallText, TranscriptMessage
 
 # Field names tried, in order, when a protocol declares no spec for a kind (`guess_specs`).
 QUESTION_FIELDS = ("question", "interactor_question", "task", "keyword")
 REFERENCE_FIELDS = ("reference_answer", "reference", "gold", "correct_letter", "center")
 ANSWER_FIELDS = ("answer", "candidate_reply", "reply", "excerpt")
 CANDIDATE_FIELDS = ("candidate", "pipeline", "system")
-# Call parameters whose names say they may carry a credential never leave the store.
-_SECRET_PARAM_PARTS = ("key", "token", "secret", "auth", "header", "password", "cookie")
 # Items are read this many at a time (their judgments in one query per chunk).
 _CHUNK = 500
 
@@ -63,12 +62,20 @@ class SampleSpec:
     grade: str | None = None
 
 
+class ExportToolCall(BaseModel):
+    """A tool call as the model wrote it (`arguments`: the raw JSON text)."""
+
+    id: str | None = None
+    name: str
+    arguments: str
+
+
 class ExportMessage(BaseModel):
-    """One message of a call's prompt (tool calls as `{id, name, arguments}`)."""
+    """One message of a call's prompt."""
 
     role: str
     content: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[ExportToolCall] | None = None
     tool_call_id: str | None = None
 
 
@@ -84,7 +91,8 @@ class ExportCall(BaseModel):
     messages: list[ExportMessage] | None = None
     params: dict[str, Any] = {}
     reply: str | None = None
-    reply_tool_calls: list[dict[str, Any]] | None = None
+    reply_tool_calls: list[ExportToolCall] | None = None
+    logprobs: dict[str, float] | None = None  # a summary: n_tokens, sum, mean and min logprob
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float | None = None
@@ -117,7 +125,7 @@ def iter_samples(record: RunRecord, specs: Sequence[SampleSpec]) -> Iterator[Exp
     """Every item of the specs' kinds (done or failed; not pending), in insertion order per kind."""
     for spec in specs:
         lookup = _lookup_table(record, spec.lookup) if spec.lookup else {}
-        chunk: list[Any] = []
+        chunk: list[ItemRecord] = []
         for item in record.iter_items(spec.kind):
             if item.status == "pending":
                 continue
@@ -174,33 +182,32 @@ def read_jsonl(path: Path) -> list[ExportSample]:
         return [ExportSample.model_validate_json(line) for line in f if line.strip()]
 
 
-def export_call(row: CallRow) -> ExportCall:
-    """A stored call as exported: its messages read into typed messages, secret-looking params dropped."""
+def export_call(t: CallTranscript) -> ExportCall:
+    """A stored call as exported (the store's transcript, as plain data)."""
     return ExportCall(
-        id=row.id,
-        role=row.role,
-        provider=row.provider,
-        model=row.model,
-        messages=_messages(row.messages),
-        reply=row.reply,
-        prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens,
-        latency_s=row.latency_s,
-        cached=row.cached,
-        attempts=row.attempts,
-        error=row.error,
-        created=row.created,
-        text_stored=row.messages is not None or row.reply is not None,
+        id=t.id,
+        role=t.role,
+        provider=t.provider,
+        model=t.model,
+        step=t.step,
+        messages=None if t.messages is None else [_message(m) for m in t.messages],
+        params=dict(t.params),
+        reply=t.reply,
+        reply_tool_calls=_tool_calls(t.reply_tool_calls),
+        logprobs=None if t.logprobs is None else asdict(t.logprobs),
+        prompt_tokens=t.prompt_tokens,
+        completion_tokens=t.completion_tokens,
+        latency_s=t.latency_s,
+        cached=t.cached,
+        attempts=t.attempts,
+        error=t.error,
+        created=t.created,
+        text_stored=t.text_stored,
     )
 
 
-def public_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Generation parameters without any whose name suggests a credential."""
-    return {k: v for k, v in params.items() if not any(p in k.lower() for p in _SECRET_PARAM_PARTS)}
-
-
 def _samples(
-    record: RunRecord, spec: SampleSpec, items: list[Any], lookup: dict[str, dict[str, Any]]
+    record: RunRecord, spec: SampleSpec, items: list[ItemRecord], lookup: dict[str, dict[str, Any]]
 ) -> Iterator[ExportSample]:
     if not items:
         return
@@ -223,7 +230,7 @@ def _samples(
             choices=_choices(source, spec.choices),
             payload=data,
             judgments=[*judgments.get(it.key, []), *_grade(it.key, data, spec.grade)],
-            calls=[export_call(c) for c in record.calls(it.key)],
+            calls=[export_call(c) for c in record.transcripts(it.key)],
         )
 
 
@@ -266,25 +273,13 @@ def _first_field(data: dict[str, Any], names: Sequence[str]) -> str | None:
     return next((n for n in names if n in data), None)
 
 
-def _messages(raw: Any) -> list[ExportMessage] | None:
-    """Stored messages (a list of role/content dicts, or JSON of one) as typed messages."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            return [ExportMessage(role="user", content=raw)]
-    if not isinstance(raw, list):
+def _message(m: TranscriptMessage) -> ExportMessage:
+    return ExportMessage(
+        role=m.role, content=m.content, tool_calls=_tool_calls(m.tool_calls), tool_call_id=m.tool_call_id
+    )
+
+
+def _tool_calls(calls: list[ToolCallText] | None) -> list[ExportToolCall] | None:
+    if calls is None:
         return None
-    out = []
-    for m in raw:
-        if isinstance(m, dict):
-            content = m.get("content")
-            out.append(
-                ExportMessage(
-                    role=str(m.get("role", "user")),
-                    content=content if content is None or isinstance(content, str) else json.dumps(content),
-                    tool_calls=m.get("tool_calls"),
-                    tool_call_id=m.get("tool_call_id"),
-                )
-            )
-    return out
+    return [ExportToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls]

@@ -11,19 +11,28 @@ metrics as results.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import UserError
-from proctor.store.export import ExportCall, ExportMessage, ExportSample, SampleSpec, iter_samples
+from proctor.store.export import (
+    ExportCall,
+    ExportMessage,
+    ExportSample,
+    ExportToolCall,
+    SampleSpec,
+    iter_samples,
+)
 from proctor.store.record import RunRecord
 
 if TYPE_CHECKING:
     from inspect_ai.event import ModelEvent
     from inspect_ai.log import EvalLog, EvalSample
     from inspect_ai.model import ChatMessage, ModelUsage
+    from inspect_ai.tool import ToolCall
 
 INSTALL_HINT = "pip install 'proctor[export]'"
 # Run statuses as inspect_ai's log statuses.
@@ -172,19 +181,24 @@ def _reply(call: ExportCall, model: str) -> list[ChatMessage]:
     ]
 
 
-def _tool_calls(calls: list[dict[str, Any]] | None) -> Any:
+def _tool_calls(calls: list[ExportToolCall] | None) -> list[ToolCall] | None:
+    """Tool calls with their JSON arguments parsed (arguments that are not a JSON object are kept whole,
+    as inspect_ai does for a call it could not parse)."""
     from inspect_ai.tool import ToolCall
 
     if not calls:
         return None
     out = []
     for c in calls:
-        args = c.get("arguments")
+        try:
+            args = json.loads(c.arguments)
+        except json.JSONDecodeError:
+            args = None
         out.append(
             ToolCall(
-                id=str(c.get("id") or ""),
-                function=str(c.get("name") or c.get("function") or ""),
-                arguments=args if isinstance(args, dict) else {"arguments": args},
+                id=c.id or "",
+                function=c.name,
+                arguments=args if isinstance(args, dict) else {"arguments": c.arguments},
             )
         )
     return out
