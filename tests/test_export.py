@@ -19,6 +19,7 @@ from proctor.runner import run_config
 from proctor.store.export import SampleSpec, guess_specs, iter_samples, read_jsonl
 from test_exam_protocol import exam_config  # noqa: F401  (the fixture)
 from test_qa_protocol import qa_config  # noqa: F401  (the fixture)
+from test_rageval import TEMPLATES  # (and its scripted agent LLM, rg-llm)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -183,3 +184,44 @@ def test_run_without_text_exports_the_exchange_as_the_items_record_it(
         sample = by_key[str(s.id)]
         expected = [("user", sample.question)] + ([("assistant", sample.answer)] if sample.answer else [])
         assert [(m.role, m.text) for m in s.messages] == expected
+
+
+def test_agent_answers_carry_their_trajectory_and_own_grades(tmp_path: Path) -> None:
+    (tmp_path / "templates.yaml").write_text(TEMPLATES)
+    cfg = tmp_path / "rageval.yaml"
+    cfg.write_text(
+        """
+protocol: rageval
+corpus: {}
+models: {m: scripted/rg-llm}
+rageval:
+  templates: templates.yaml
+  instances_per_template: 2
+  documents: false
+  grid: {workflows: [react], llms: [m]}
+"""
+    )
+    run_dir = run_config(cfg, out=tmp_path / "runs", show_progress=False).run_dir
+    log = read_eval_log(str(export_run(run_dir, ExportFormat.inspect).path))
+    with load_run(run_dir) as run:
+        answers = {it.key: it.data for it in run.items(kind="rageval_answer")}
+        # Without the protocol's declaration the same kind is found from the store.
+        assert [s.kind for s in guess_specs(run)] == ["rageval_answer"]
+        transcripts = {k: run.transcripts(k) for k in answers}
+    assert log.samples is not None and len(log.samples) == len(answers) == 4
+    multi_step = 0
+    for s in log.samples:
+        data = answers[str(s.id)]
+        assert s.input == data["question"] and s.target == data["gold"]
+        assert s.output.completion == data["answer"]
+        assert {k: v.value for k, v in (s.scores or {}).items()} == {"em": data["em"], "f1": data["f1"]}
+        calls = transcripts[str(s.id)]
+        assert len([e for e in s.events if e.event == "model"]) == len(calls) >= 1
+        # The conversation is the last step's: its prompt holds the observations of the earlier steps.
+        last = calls[-1]
+        assert last.messages is not None
+        assert [m.text for m in s.messages] == [m.content for m in last.messages] + [last.reply]
+        if len(calls) > 1:
+            multi_step += 1
+            assert "Observation" in s.messages[-2].text or "Observation" in s.messages[0].text
+    assert multi_step > 0

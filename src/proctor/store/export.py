@@ -57,9 +57,9 @@ class SampleSpec:
     lookup: Lookup | None = None
     # Multiple choice: the options (read where the question is read; the reference is then its letter).
     choices: str | None = None
-    # A protocol that grades on the item itself (an exam response's `correct`): that field, exported as
-    # a judgment named after it (1.0 / 0.0 for a bool, its value for a number).
-    grade: str | None = None
+    # A protocol that grades on the item itself (an exam response's `correct`, a rageval answer's `em` and
+    # `f1`): those fields, each exported as a judgment named after it (1.0 / 0.0 for a bool, else its value).
+    grades: tuple[str, ...] = ()
 
 
 class ExportToolCall(BaseModel):
@@ -229,7 +229,7 @@ def _samples(
             answer=_text(data, spec.answer),
             choices=_choices(source, spec.choices),
             payload=data,
-            judgments=[*judgments.get(it.key, []), *_grade(it.key, data, spec.grade)],
+            judgments=[*judgments.get(it.key, []), *_grades(it.key, data, spec.grades)],
             calls=[export_call(c) for c in record.transcripts(it.key)],
         )
 
@@ -256,17 +256,21 @@ def _choices(data: dict[str, Any], field: str | None) -> list[str] | None:
     return [str(v) for v in value] if isinstance(value, list) else None
 
 
-def _grade(key: str, data: dict[str, Any], field: str | None) -> list[JudgmentRecord]:
-    """The item's own grade as a judgment (none when the spec names no grade or the item has none)."""
-    value = data.get(field) if field else None
-    if isinstance(value, bool):
-        verdict, score = ("correct" if value else "incorrect"), float(value)
-    elif isinstance(value, int | float):
-        verdict, score = None, float(value)
-    else:
-        return []
-    assert field is not None
-    return [JudgmentRecord(item_key=key, judge=field, verdict=verdict, score=score, data={"source": "item"})]
+def _grades(key: str, data: dict[str, Any], fields: Sequence[str]) -> list[JudgmentRecord]:
+    """The item's own grades as judgments (a field the item does not have, or has as None, gives none)."""
+    out = []
+    for field in fields:
+        value = data.get(field)
+        if isinstance(value, bool):
+            verdict, score = ("correct" if value else "incorrect"), float(value)
+        elif isinstance(value, int | float):
+            verdict, score = None, float(value)
+        else:
+            continue
+        out.append(
+            JudgmentRecord(item_key=key, judge=field, verdict=verdict, score=score, data={"source": "item"})
+        )
+    return out
 
 
 def _first_field(data: dict[str, Any], names: Sequence[str]) -> str | None:

@@ -148,6 +148,9 @@ def _sample(s: ExportSample) -> EvalSample:
         },
         events=[_event(c) for c in s.calls],
         model_usage=_usage(s.calls),
+        # The time the item's model calls took (what inspect_ai shows as the sample's duration).
+        total_time=sum(c.latency_s or 0.0 for c in s.calls),
+        working_time=sum(c.latency_s or 0.0 for c in s.calls),
         error=EvalError(message=s.error, traceback="", traceback_ansi="") if s.error else None,
     )
 

@@ -36,7 +36,7 @@ PROTOCOL = Protocol(
             candidate="pipeline",
             lookup=Lookup("exam_question", by="question_id", id_field="id"),
             choices="choices",
-            grade="correct",
+            grades=("correct",),
         ),
     ),
 )
