@@ -156,6 +156,10 @@ def test_errors_a_user_can_cause(tmp_path: Path, qa_run: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
     assert "not a run folder" in r.stderr
 
+    r = cli("export", str(qa_run), "--format", "inspect", "--out", str(tmp_path / "log.txt"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert "`.eval`" in r.stderr and not (tmp_path / "log.txt").exists()
+
     # Without inspect_ai (a package that fails to import, first on the path): the fix is named.
     shadow = tmp_path / "shadow" / "inspect_ai"
     shadow.mkdir(parents=True)

@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from proctor.errors import UserError
 from proctor.export_format import ExportFormat
 from proctor.kit.record import load_run
 from proctor.kit.registry import get_protocol
 from proctor.store.export import SampleSpec, guess_specs, write_jsonl
 from proctor.store.inspect_log import require_inspect_ai, write_inspect_log
 from proctor.store.record import RunRecord
+
+# The file endings inspect_ai's log writer knows.
+INSPECT_SUFFIXES = (".eval", ".json")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,11 @@ def export_run(run_dir: Path, fmt: ExportFormat, out: Path | None = None) -> Exp
     """Write the run in `run_dir` as `fmt` to `out` (default: `default_path`)."""
     if fmt is ExportFormat.inspect:
         require_inspect_ai()  # before reading anything: the error names the fix
+        if out is not None and out.suffix not in INSPECT_SUFFIXES:
+            raise UserError(
+                f"--out {out}: an inspect_ai log is a `.eval` file (compressed) or a `.json` file; name the "
+                "file with one of these endings."
+            )
     with load_run(run_dir) as run:
         path = out or default_path(Path(run_dir), run.run_id, fmt)
         specs = sample_specs(run, run.protocol)
