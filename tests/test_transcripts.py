@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from starlette.testclient import TestClient
 
 import proctor
 from proctor.export_format import ExportFormat
@@ -28,6 +29,8 @@ from proctor.runner import run_config
 from proctor.store import RunStore
 from proctor.store.record import RunRecord
 from proctor.testing.mock_server import MockServer
+from proctor.viewer import create_app
+from proctor.viewer.items import MESSAGE_PREVIEW
 
 FACTS = {
     "Velmora": ("Who founded the city of Velmora?", "Ostrid Kael"),
@@ -285,16 +288,17 @@ def test_store_text_false_in_a_run_config(tmp_path: Path, monkeypatch: pytest.Mo
 
 # --- old stores --------------------------------------------------------------------------------------------
 
+# The store as written just before transcripts: no `texts` table, `model_calls` without their columns.
 OLD_SCHEMA = """
 CREATE TABLE runs (run_id TEXT PRIMARY KEY, protocol TEXT, config_json TEXT, config_hash TEXT,
   status TEXT, started REAL, finished REAL, proctor_version TEXT);
 CREATE TABLE items (key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, data TEXT, error TEXT,
-  error_cause TEXT, seq INTEGER, updated REAL);
+  error_cause TEXT, seq INTEGER, updated REAL, deps TEXT);
 CREATE TABLE model_calls (id INTEGER PRIMARY KEY AUTOINCREMENT, provider TEXT, model TEXT, role TEXT,
   item_key TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd REAL, latency_s REAL,
   cached INTEGER, attempts INTEGER, error TEXT, created REAL);
 CREATE TABLE judgments (item_key TEXT NOT NULL, judge TEXT NOT NULL, verdict TEXT, score REAL, reason TEXT,
-  error TEXT, data TEXT, PRIMARY KEY (item_key, judge));
+  error TEXT, data TEXT, error_cause TEXT, deps TEXT, PRIMARY KEY (item_key, judge));
 CREATE TABLE metrics (name TEXT NOT NULL, subject TEXT NOT NULL, value REAL, lo REAL, hi REAL, n INTEGER,
   data TEXT, PRIMARY KEY (name, subject));
 CREATE TABLE artifacts (name TEXT PRIMARY KEY, data TEXT);
@@ -306,7 +310,7 @@ def old_store(folder: Path) -> Path:
     con = sqlite3.connect(folder / "run.sqlite")
     con.executescript(OLD_SCHEMA)
     con.execute(
-        "INSERT INTO items VALUES ('k1', 'answer', 'done', ?, NULL, NULL, 1, 0)",
+        "INSERT INTO items VALUES ('k1', 'answer', 'done', ?, NULL, NULL, 1, 0, NULL)",
         (json.dumps({"question": "Q?", "answer": "A."}),),
     )
     con.execute(
@@ -420,3 +424,40 @@ qa: {{num_questions: 2, judges: [with_reference]}}
         assert raw
         for canary in (KEY_CANARY, HEADER_CANARY, "canary-KEY", "canary-HEADER"):
             assert canary.encode() not in raw, f"{canary} found under {folder}"
+
+
+# --- the viewer's item page ---------------------------------------------------------------------------------
+
+
+def item_page(root: Path, run_id: str, key: str) -> str:
+    client = TestClient(create_app(root, csrf_token="t"), base_url="http://127.0.0.1")
+    response = client.get(f"/runs/{run_id}/items/{key}")
+    assert response.status_code == 200
+    return response.text
+
+
+def test_item_page_truncates_long_messages_with_show_all_and_escapes_them(tmp_path: Path) -> None:
+    store = run_store(tmp_path)
+    store.put_item("item-1", "answer", {"question": "Q?", "reference_answer": "R.", "answer": "A."})
+    long_text = "<b>context</b> " + "word " * MESSAGE_PREVIEW + "THE-END"
+    ask(Model(ScriptedProvider("tr-echo")), store, [{"role": "user", "content": long_text}])
+    store.close()
+    html = item_page(tmp_path, "run", "item-1")
+    timeline = html.split('id="calls"', 1)[1]
+    assert "show all (" in timeline and timeline.count("THE-END") == 2  # the message's and the reply's "all"
+    assert "<b>context</b>" not in html and "&lt;b&gt;context&lt;/b&gt;" in timeline
+    assert "judging" in timeline and "temperature: 0.0" in timeline
+
+
+def test_item_page_says_no_transcript_when_text_is_off_or_the_store_is_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    off = run_config(qa_config(tmp_path, "store_text: false"), out=tmp_path / "runs", show_progress=False)
+    with proctor.load_run(off.run_dir) as run:
+        key = run.items("answer")[0].key
+    html = item_page(off.run_dir.parent, off.run_dir.name, key)
+    assert "no transcript stored (store_text: false)" in html and "messages sent" not in html
+    old = old_store(tmp_path / "old" / "old-run")
+    html = item_page(old.parent, old.name, "k1")
+    assert "no transcript stored" in html and "candidate" in html.split('id="calls"', 1)[1]

@@ -231,6 +231,18 @@ def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) ->
     assert client.get(f"/runs/{a}/items/no-such-key").status_code == 404
 
 
+def test_run_page_shows_the_resolved_config_as_yaml(client: TestClient, runs) -> None:
+    import yaml
+
+    _, a, _ = runs
+    html = client.get(f"/runs/{a}").text
+    block = html.split('id="config"', 1)[1].split("</pre>", 1)[0].split('<pre class="text">', 1)[1]
+    config = yaml.safe_load(block.replace("&#39;", "'").replace("&#34;", '"').replace("&amp;", "&"))
+    assert config["protocol"] == "qa" and config["name"] == "viewer-a"
+    assert config["qa"]["num_questions"] == 3 and config["qa"]["judges"] == ["with_reference"]
+    assert config["models"]["cand"]["spec"] == "scripted/viewer-cand-a" and config["store_text"] is True
+
+
 def test_conversation_rounds_shown_turn_by_turn(tmp_path: Path) -> None:
     folder = tmp_path / "runs" / "kv-run"
     store = RunStore(folder / "run.sqlite")

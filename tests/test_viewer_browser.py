@@ -239,6 +239,39 @@ def test_hostile_reply_renders_as_text(served: tuple[str, str, str, Path], page:
     harmless("compare page")
 
 
+def test_item_page_shows_question_reference_answer_then_each_calls_transcript(
+    served: tuple[str, str, str, Path], page: Page
+) -> None:
+    url, a, _, root = served
+    con = sqlite3.connect(root / a / "run.sqlite")
+    key = next(
+        k
+        for k, d in con.execute("SELECT key, data FROM items WHERE kind='answer'")
+        if QUILLAN in d and '"solo"' in d
+    )
+    n_calls = con.execute("SELECT COUNT(*) FROM model_calls WHERE item_key=?", (key,)).fetchone()[0]
+    con.close()
+    page.goto(f"{url}/runs/{a}/items/{key}")
+    cells = page.locator("#summary > div")
+    assert cells.count() == 3
+    assert [cells.nth(i).locator("dt").inner_text() for i in range(3)] == ["question", "reference", "answer"]
+    assert (
+        cells.nth(0).locator("dd").inner_text() == QUILLAN
+        and cells.nth(1).locator("dd").inner_text() == "green"
+    )
+    assert PAYLOAD in cells.nth(2).locator("dd").inner_text()
+    calls = page.locator("#calls section.call")
+    assert calls.count() == n_calls >= 2
+    judge = page.locator("#calls section.call", has_text="judge").first
+    prompt = judge.locator("details.call-messages")
+    assert not prompt.locator(".turn").first.is_visible()  # collapsed until asked for
+    prompt.locator("summary").click()
+    assert "<candidate_answer>" in prompt.inner_text() and PAYLOAD in prompt.inner_text()
+    assert '"verdict"' in judge.locator(".call-reply").inner_text()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator('img[src="x"]').count() == 0
+
+
 def test_compare_preference_keys_store_and_sum_up(served: tuple[str, str, str, Path], page: Page) -> None:
     url, a, b, root = served
     page.goto(f"{url}/compare?a={a}&b={b}")

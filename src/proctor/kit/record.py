@@ -22,7 +22,8 @@ from proctor.store.record import RUN_FILE, RunRecord
 
 class Run(RunRecord):
     """A run: its folder, info, config, the protocol's result (None while the run has not finished), and
-    the typed rows of its store (`items`, `payloads(Model)`, `judgments`, `calls`, `metrics`, `artifact`)."""
+    the typed rows of its store (`items`, `payloads(Model)`, `judgments`, `calls`, `metrics`, `artifact`),
+    and every model call's transcript (`transcripts(item_key=None)`: messages, parameters, reply)."""
 
     def __init__(self, folder: str | Path) -> None:
         super().__init__(folder)

@@ -52,6 +52,7 @@ from proctor.viewer.labels import (
     swap_preference,
 )
 from proctor.viewer.metaeval import meta_evaluate
+from proctor.viewer.run_config import config_yaml
 from proctor.viewer.rundir import (
     RunNotFound,
     candidate_names,
@@ -148,6 +149,7 @@ async def run_page(request: Request) -> Response:
     with _open_indexed(folder) as run:
         fc, judged = _facets(_state(request), folder, run)
         metrics: list[MetricRecord] = run.metrics()
+        config = config_yaml(run)
     with LabelStore(folder) as labels:
         n_labels = labels.count()
     others = [
@@ -164,6 +166,7 @@ async def run_page(request: Request) -> Response:
         metrics=metrics,
         n_labels=n_labels,
         others=others,
+        config=config,
     )
 
 
