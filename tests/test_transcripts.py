@@ -8,6 +8,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import zipfile
 import zlib
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -17,6 +18,8 @@ import pytest
 from starlette.testclient import TestClient
 
 import proctor
+from proctor.export_format import ExportFormat
+from proctor.kit.export import export_run
 from proctor.models.base import Model
 from proctor.models.recording import call_scope
 from proctor.models.retry import RetryableError, RetryPolicy
@@ -124,10 +127,14 @@ def ask(model: Model, store: RunStore, messages: list[dict[str, Any]], **kw: Any
 
 
 def all_bytes_with_blobs(folder: Path) -> bytes:
-    """Every file under `folder`, and every zlib blob inside its SQLite files decompressed."""
+    """Every file under `folder`, every zlib blob inside its SQLite files and every member of its zip files
+    (inspect_ai's `.eval` logs) decompressed."""
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     out = b"".join(f.read_bytes() for f in files)  # first: opening a store below makes and drops files
     for f in files:
+        if zipfile.is_zipfile(f):
+            with zipfile.ZipFile(f) as z:
+                out += b"".join(z.read(name) for name in z.namelist())
         if f.suffix in (".sqlite", ".db"):
             con = sqlite3.connect(f"{f.resolve().as_uri()}?mode=ro", uri=True)
             try:
@@ -406,6 +413,10 @@ qa: {{num_questions: 2, judges: [with_reference]}}
     assert _Service.seen and all(s == HEADER_CANARY for s in _Service.seen)
     with proctor.load_run(result.run_dir) as run:
         assert any(c.text_stored and c.reply for c in run.transcripts())
+    # Both exports, written into the run folder, are scanned with it.
+    for fmt in ExportFormat:
+        done = export_run(result.run_dir, fmt)
+        assert done.samples == 4 and done.path.is_relative_to(result.run_dir)
     # ... and reach no file: run folder (store, log, report, exports), cache — blobs decompressed.
     assert (result.run_dir / "proctor.log").is_file() and any(cache.rglob("*"))
     for folder in (result.run_dir, cache):

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from proctor.errors import UserError
+from proctor.export_format import ExportFormat
 
 if TYPE_CHECKING:
     from proctor.config import RunConfig
@@ -393,6 +394,28 @@ def view(
         out.print(f"proctor view: {url}  (Ctrl-C to stop)", highlight=False, markup=False)
 
     serve(runs_dir, host=host, port=port, token=token, open_browser=not no_open, announce=announce)
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="a run folder (runs/<run_id>)"),
+    fmt: ExportFormat = typer.Option(
+        ..., "--format", help="inspect: an inspect_ai eval log (.eval or .json); jsonl: one line per answer"
+    ),
+    out_path: Path | None = typer.Option(
+        None,
+        "--out",
+        help="file to write (default: RUN_DIR/inspect/<run_id>.eval or RUN_DIR/transcripts.jsonl)",
+    ),
+) -> None:
+    """Export a run's candidate answers with their judgments and model calls (prompts and replies) for
+    other tools: an inspect_ai eval log that `inspect view` shows, or JSONL (see docs/export.md)."""
+    from proctor.kit.export import export_run
+
+    done = export_run(run_dir, fmt, out_path)
+    out.print(f"Exported {done.samples} sample(s) to {done.path}", markup=False, highlight=False)
+    if fmt is ExportFormat.inspect:
+        out.print(f"View it with: inspect view --log-dir {done.path.parent}", markup=False, highlight=False)
 
 
 @app.command()

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from proctor.config import use_catalog
 from proctor.kit.result import Result
+from proctor.store.export import SampleSpec
 
 if TYPE_CHECKING:
     from proctor.kit.context import RunContext
@@ -50,6 +51,9 @@ class Protocol(Generic[S]):
     # A protocol made of other runs (the suite): the runner calls `compose(config, out=, resume=,
     # show_progress=)` instead of opening a run context, and returns what it returns (a RunResult).
     compose: Callable[..., Any] | None = None
+    # The item kinds that are candidate answers, for exports (`proctor export`); none declared: read
+    # off the store (`proctor.store.export.guess_specs`).
+    samples: tuple[SampleSpec, ...] = ()
 
     @property
     def package_dir(self) -> Path:

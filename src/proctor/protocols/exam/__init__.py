@@ -12,6 +12,7 @@ from proctor.kit.registry import Protocol, Role
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.result import ExamResult
 from proctor.protocols.exam.run import run
+from proctor.store.export import Lookup, SampleSpec
 
 PROTOCOL = Protocol(
     name="exam",
@@ -25,4 +26,17 @@ PROTOCOL = Protocol(
     ),
     run=run,
     result=ExamResult,
+    # A response names the option it selected; the question, its options and the key are on the exam
+    # question it answers.
+    samples=(
+        SampleSpec(
+            "exam_response",
+            reference="answer",
+            answer="selected",
+            candidate="pipeline",
+            lookup=Lookup("exam_question", by="question_id", id_field="id"),
+            choices="choices",
+            grades=("correct",),
+        ),
+    ),
 )

@@ -8,6 +8,7 @@ from proctor.kit.registry import Protocol, Role
 from proctor.protocols.qa.config import Config
 from proctor.protocols.qa.result import QaResult
 from proctor.protocols.qa.run import run
+from proctor.store.export import SampleSpec
 
 PROTOCOL = Protocol(
     name="qa",
@@ -22,4 +23,5 @@ PROTOCOL = Protocol(
     ),
     run=run,
     result=QaResult,
+    samples=(SampleSpec("answer"),),
 )

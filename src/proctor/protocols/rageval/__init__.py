@@ -8,6 +8,7 @@ from proctor.kit.registry import Protocol, Role
 from proctor.protocols.rageval.config import Config
 from proctor.protocols.rageval.result import RagevalResult
 from proctor.protocols.rageval.run import run
+from proctor.store.export import SampleSpec
 
 PROTOCOL = Protocol(
     name="rageval",
@@ -22,4 +23,6 @@ PROTOCOL = Protocol(
     ),
     run=run,
     result=RagevalResult,
+    # An answer is scored on itself (EM and F1 against the gold answer), not by a judge.
+    samples=(SampleSpec("rageval_answer", reference="gold", candidate="system", grades=("em", "f1")),),
 )
