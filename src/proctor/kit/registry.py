@@ -40,6 +40,16 @@ class Role:
 
 
 @dataclass(frozen=True)
+class MemberPlan:
+    """A member run of a composed protocol: its label and run config; `after` names the earlier member
+    whose run folder it reads (it cannot be planned before that member has run)."""
+
+    label: str
+    config: Any  # a RunConfig
+    after: str | None = None
+
+
+@dataclass(frozen=True)
 class Protocol(Generic[S]):
     name: str
     settings: type[S]
@@ -50,6 +60,8 @@ class Protocol(Generic[S]):
     # A protocol made of other runs (the suite): the runner calls `compose(config, out=, resume=,
     # show_progress=)` instead of opening a run context, and returns what it returns (a RunResult).
     compose: Callable[..., Any] | None = None
+    # With `compose`: the member runs' configs in order (`MemberPlan`), for `--dry-run` to plan each one.
+    members: Callable[[Any], list[MemberPlan]] | None = None
 
     @property
     def package_dir(self) -> Path:
