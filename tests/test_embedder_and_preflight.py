@@ -227,3 +227,40 @@ def test_suite_dry_run_plans_every_member_with_no_call(
     assert "Member exam of pre" in r.output and "Member qa of pre" in r.output
     assert r.output.count("Dry run of") == 2
     assert "pre-exam (exam)" in r.output and "pre-qa (qa)" in r.output
+
+
+def test_suite_runs_from_the_cli_and_its_stored_config_reads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import proctor
+
+    monkeypatch.setenv("T28_MODEL_KEY", "sk-model")
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    with MockServer(reply=_mock_reply) as server:
+        path = _write(tmp_path, _suite(server.base_url, [{"name": "llm", "model": "m"}]))
+        r = CliRunner().invoke(app, ["run", str(path), "--quiet", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 0, r.output
+    members = ("pre-qa-", "pre-exam-")
+    suite_dir = next(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(members))
+    with proctor.load_run(suite_dir) as run:
+        assert run.config.config_hash() == load_config(path).config_hash()
+
+
+def test_a_seeded_suite_config_round_trips() -> None:
+    from importlib import resources
+
+    from proctor.config import RunConfig
+    from proctor.config_paths import config_dir
+    from proctor.kit.registry import get_protocol
+
+    demo = get_protocol("suite").demo_config
+    assert demo is not None
+    raw = yaml.safe_load(
+        demo.read_text().replace("${PROCTOR_DATA}", str(resources.files("proctor") / "data"))
+    )
+    assert any(m.get("seed_from") for m in raw["suite"]["members"])
+    with config_dir(demo.parent):
+        cfg = RunConfig.model_validate(raw)
+        stored = cfg.model_dump(mode="json")
+        stored["suite"] = stored.pop("settings")
+        assert RunConfig.model_validate(stored).config_hash() == cfg.config_hash()

@@ -257,7 +257,7 @@ class RunConfig(Strict):
     )
     embedder: str | EmbedderConfig | None = Field(
         None,
-        description="needed for dense/hybrid retrieval: a spec (local/all-minilm-l6-v2), the of a key of "
+        description="needed for dense/hybrid retrieval: a spec (local/all-minilm-l6-v2), a key of "
         "`models` (its spec, base_url, api_key_env), or {spec: openai/<model>, base_url, api_key_env}",
     )
     candidates: list[CandidateConfig] = []

@@ -22,8 +22,10 @@ class EmbedderConfig(BaseModel):
     api_key_env: str | None = Field(
         None, description="openai/ only: name of the environment variable holding the key"
     )
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(4, ge=0, le=20)
+    timeout_s: float = Field(60.0, gt=0, description="openai/ only: seconds before a request is retried")
+    max_retries: int = Field(
+        4, ge=0, le=20, description="openai/ only: retries on 429, 5xx, timeouts and connection errors"
+    )
 
     @field_validator("spec")
     @classmethod
