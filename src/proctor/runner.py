@@ -263,14 +263,8 @@ def mark_failed(store: RunStore | None, run_dir: Path, e: BaseException) -> None
     status = "failed"
     message = str(e)
     if isinstance(e, Terminated | KeyboardInterrupt | asyncio.CancelledError):
-        how = (
-            e.signal_name
-            if isinstance(e, Terminated)
-            else "SIGINT"
-            if isinstance(e, KeyboardInterrupt)
-            else ""
-        )
-        message = f"interrupted: {how or 'cancelled'}"
+        how = {Terminated: getattr(e, "signal_name", "SIGTERM"), KeyboardInterrupt: "SIGINT"}
+        message = "interrupted: " + next((v for k, v in how.items() if isinstance(e, k)), "cancelled")
         log.error("run %s failed: %s; continue it with --resume", run_dir.name, message)
     elif isinstance(e, UserError):
         log.error("run %s failed: %s", run_dir.name, e)
