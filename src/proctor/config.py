@@ -26,6 +26,7 @@ from pydantic import (
 from proctor.agents.config import AgentConfig
 from proctor.config_paths import config_dir
 from proctor.corpus.config import CorpusConfig
+from proctor.embeddings.config import EmbedderConfig
 from proctor.errors import UserError
 from proctor.python_ref import PythonRef, check_python, given
 
@@ -254,7 +255,11 @@ class RunConfig(Strict):
         default_factory=dict,
         description="which model (a key of `models`) plays which of the protocol's roles",
     )
-    embedder: str | None = Field(None, description="e.g. local/all-minilm-l6-v2; needed for dense/hybrid")
+    embedder: str | EmbedderConfig | None = Field(
+        None,
+        description="needed for dense/hybrid retrieval: a spec (local/all-minilm-l6-v2), a key of "
+        "`models` (its spec, base_url, api_key_env), or {spec: openai/<model>, base_url, api_key_env}",
+    )
     candidates: list[CandidateConfig] = []
     cache_dir: str | None = None
     budget_usd: float | None = Field(
@@ -296,6 +301,18 @@ class RunConfig(Strict):
             raise ValueError(_describe_errors(e, prefix=name, model=section_cls)) from None
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _embedder_section(cls, data: Any) -> Any:
+        # `embedder: {spec, base_url, ...}` validated on its own, so an error names `embedder.<field>`
+        # rather than each member of the field's union.
+        if not isinstance(data, dict) or not isinstance(data.get("embedder"), dict):
+            return data
+        try:
+            return {**data, "embedder": EmbedderConfig.model_validate(data["embedder"])}
+        except ValidationError as e:
+            raise ValueError(_describe_errors(e, prefix="embedder", model=EmbedderConfig)) from None
+
     @field_validator("models", mode="before")
     @classmethod
     def _shorthand(cls, v: Any) -> Any:
@@ -330,7 +347,45 @@ class RunConfig(Strict):
                 raise ValueError(
                     f"candidates[{i}] uses retriever '{c.retriever}', which needs `embedder` to be set"
                 )
+        self.embedder_config()  # an embedder naming neither a spec nor a key of `models` fails here
         return self
+
+    def embedder_config(self) -> EmbedderConfig | None:
+        """The embedder the `embedder` field names, resolved: a key of `models` gives that model's spec,
+        base_url and api_key_env; a spec string stands alone. None without an embedder."""
+        e = self.embedder
+        if e is None or isinstance(e, EmbedderConfig):
+            return e
+        if e in self.models:
+            m = self.models[e]
+            if isinstance(m.base_url, list):
+                raise ValueError(
+                    f"embedder: models.{e} lists several servers; an embedder takes one base_url — give "
+                    f"`embedder: {{spec: {m.spec}, base_url: <one URL>}}`"
+                )
+            try:
+                return EmbedderConfig(
+                    spec=m.spec, base_url=m.base_url, api_key_env=m.api_key_env,
+                    timeout_s=m.timeout_s, max_retries=m.max_retries,
+                )  # fmt: skip
+            except ValidationError:
+                raise ValueError(
+                    f"embedder: models.{e} is '{m.spec}', which does not embed; an embedder is "
+                    f"local/all-minilm-l6-v2 or an openai/<model> served at an /embeddings endpoint"
+                ) from None
+        if "/" not in e:
+            raise ValueError(
+                f"embedder: '{e}' is neither a key of `models` {sorted(self.models)} nor a spec such as "
+                f"local/all-minilm-l6-v2 or openai/<model>; fix the name or give "
+                f"{{spec: openai/<model>, base_url: ..., api_key_env: ...}}"
+            )
+        try:
+            return EmbedderConfig(spec=e)
+        except ValidationError:
+            raise ValueError(
+                f"embedder: '{e}' is not an embedder spec; use local/all-minilm-l6-v2 (alias local/minilm), "
+                f"openai/<model> (with base_url: give {{spec, base_url, api_key_env}}) or a key of `models`"
+            ) from None
 
     def config_hash(self) -> str:
         """Identity of what the run measures: the budget, where the work runs (executor, ray), the gates

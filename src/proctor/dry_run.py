@@ -25,7 +25,7 @@ from proctor.kit.planning import COLUMNS, plan_rows
 from proctor.kit.progress import ProgressReporter
 from proctor.kit.registry import get_protocol
 from proctor.models.planning import CHARS_PER_TOKEN, Planner, Tally, planning
-from proctor.runner import build_models
+from proctor.runner import check_inputs
 from proctor.store import RunStore
 
 log = logging.getLogger("proctor")
@@ -90,13 +90,10 @@ def dry_run(config: RunConfig | str | Path, *, limit: int | None = None) -> DryR
     protocol = get_protocol(cfg.protocol)
     if protocol.compose is not None:
         raise UserError(
-            f"--dry-run plans one protocol's run; a {cfg.protocol} runs others — dry-run each member's "
-            "config instead."
+            f"--dry-run: a {cfg.protocol} runs other runs; plan it with `plan_runs` (what `proctor run "
+            "--dry-run` does), which plans each member."
         )
-    missing = protocol.missing_role(cfg.roles)
-    if missing:
-        raise UserError(f"{missing}.")
-    models = build_models(cfg)
+    models = check_inputs(cfg, reach_servers=False)
     planner = Planner()
     stopped: str | None = None
     with tempfile.TemporaryDirectory(prefix="proctor-dry-run-") as tmp:
@@ -135,3 +132,27 @@ def dry_run(config: RunConfig | str | Path, *, limit: int | None = None) -> DryR
         finally:
             store.close()
     return DryRun(cfg, planner, limit=limit, stopped=stopped)
+
+
+@dataclass
+class PlannedRun:
+    """One run of a plan: a config's own run, or a member of a composed one (a suite). `plan` is None for
+    a member that reads an earlier member's run folder (`after`), which only exists once that one ran."""
+
+    label: str
+    plan: DryRun | None
+    after: str | None = None
+
+
+def plan_runs(config: RunConfig | str | Path, *, limit: int | None = None) -> list[PlannedRun]:
+    """The plan of every run `config` makes: itself, or each member of a suite in order (every member's
+    inputs checked first, as a real suite run checks them)."""
+    cfg = config if isinstance(config, RunConfig) else load_config(config)
+    protocol = get_protocol(cfg.protocol)
+    if protocol.members is None:
+        return [PlannedRun(cfg.run_name, dry_run(cfg, limit=limit))]
+    out = []
+    for member in protocol.members(cfg):
+        plan = None if member.after is not None else dry_run(member.config, limit=limit)
+        out.append(PlannedRun(member.label, plan, member.after))
+    return out

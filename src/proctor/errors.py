@@ -70,3 +70,13 @@ FINAL_CAUSES = frozenset(
 def is_final(cause: str | None) -> bool:
     """True when a failure with this cause should not be retried by `--resume`."""
     return cause in FINAL_CAUSES
+
+
+class Terminated(BaseException):
+    """The process got a termination signal (SIGTERM) during a run: it unwinds like Ctrl-C (no `except
+    Exception` stops it), so the run is marked failed ("interrupted: SIGTERM"), its models closed and its
+    store checkpointed before the process exits (code 143)."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from proctor import __version__
 from proctor.config import RunConfig, _describe_errors, load_config
-from proctor.errors import UserError
+from proctor.errors import Terminated, UserError
 from proctor.kit.context import RunContext
 from proctor.kit.progress import ProgressReporter
 from proctor.kit.registry import get_protocol
@@ -70,6 +74,38 @@ async def check_servers(config: RunConfig) -> None:
                     await check_reachable(url, f"models.{name}.base_url[{i}]")
             else:
                 await check_reachable(m.base_url or DEFAULT_BASE_URL, f"models.{name}.base_url")
+    ec = config.embedder_config()
+    if ec is not None and ec.spec.startswith("openai/") and not isinstance(config.embedder, str):
+        await check_reachable(ec.base_url or DEFAULT_BASE_URL, "embedder.base_url")
+
+
+def check_inputs(config: RunConfig, *, reach_servers: bool = True) -> dict[str, Model]:
+    """Everything a run reads besides its protocol's options, checked before the first model call: the
+    roles, the corpus path, the models (built, their servers reached), every candidate (a python import
+    path imported, an http candidate's header variables set) and the embedder (spec, key variable, server).
+    A mistake is the usual one-paragraph UserError; returns the built models. A dry run leaves the servers
+    alone (`reach_servers=False`)."""
+    from proctor.candidates.kinds import HttpCandidate, load_callable
+    from proctor.corpus.loaders import check_corpus_path
+
+    protocol = get_protocol(config.protocol)
+    missing = protocol.missing_role(config.roles)
+    if missing:
+        raise UserError(f"{missing}.")
+    if config.corpus.path is not None:
+        check_corpus_path(config.corpus.path)
+    for i, c in enumerate(config.candidates):
+        if isinstance(c.python, str):
+            load_callable(c.python, f"candidates[{i}].python")
+        if c.http is not None:
+            HttpCandidate(c.name, c.http, f"candidates[{i}].http")
+    ec = config.embedder_config()
+    if ec is not None:
+        ec.build(cache=False).close()
+    models = build_models(config)
+    if reach_servers:
+        asyncio.run(check_servers(config))
+    return models
 
 
 def _prefix(config: RunConfig) -> str:
@@ -120,11 +156,7 @@ def run_config(
     if protocol.compose is not None:
         composed: RunResult = protocol.compose(cfg, out=Path(out), resume=resume, show_progress=show_progress)
         return composed
-    missing = protocol.missing_role(cfg.roles)
-    if missing:
-        raise UserError(f"{missing}.")
-    models = build_models(cfg)
-    asyncio.run(check_servers(cfg))
+    models = check_inputs(cfg)
     if cfg.executor == "ray":
         # Fail before the run folder exists when Ray is missing or cannot start; the local instance started
         # here lives until this process exits and is shared by later runs in it.
@@ -135,6 +167,7 @@ def run_config(
     if resume:
         check_resumable(run_dir, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
+    stack = contextlib.ExitStack()
     handler = logging.FileHandler(run_dir / "proctor.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     handler.addFilter(SecretFilter(secrets_of(cfg)))
@@ -142,6 +175,7 @@ def run_config(
     log.setLevel(logging.INFO)
     store: RunStore | None = None
     try:
+        stack.enter_context(terminate_as_interrupt())
         store = RunStore(run_dir / "run.sqlite", store_text=cfg.store_text)
         store.start_run(
             run_dir.name, cfg.protocol, cfg.model_dump(mode="json"), cfg.config_hash(), __version__
@@ -200,24 +234,47 @@ def run_config(
             store.close()
         log.removeHandler(handler)
         handler.close()
+        stack.close()
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While a run runs, SIGTERM (a CI job cancelled, `kill`, a container stopped) raises `Terminated`
+    like Ctrl-C raises KeyboardInterrupt, so the run is marked failed and its store closed before the
+    process exits. Only in the main thread (where Python delivers signals); elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def mark_failed(store: RunStore | None, run_dir: Path, e: BaseException) -> None:
-    """A run that stopped on an error: `failed` in its store (`interrupted` for Ctrl-C) and the reason in
-    proctor.log — a user error as its one paragraph, anything else with its traceback."""
-    interrupted = isinstance(e, KeyboardInterrupt | asyncio.CancelledError)
-    status = "interrupted" if interrupted else "failed"
-    if isinstance(e, UserError):
+    """A run that stopped on an error or a signal: `failed` in its store, with the reason (a signal as
+    "interrupted: SIGTERM" / "interrupted: SIGINT") in the store and proctor.log — a user error as its one
+    paragraph, an unexpected error with its traceback."""
+    status = "failed"
+    message = str(e)
+    if isinstance(e, Terminated | KeyboardInterrupt | asyncio.CancelledError):
+        how = {Terminated: getattr(e, "signal_name", "SIGTERM"), KeyboardInterrupt: "SIGINT"}
+        message = "interrupted: " + next((v for k, v in how.items() if isinstance(e, k)), "cancelled")
+        log.error("run %s failed: %s; continue it with --resume", run_dir.name, message)
+    elif isinstance(e, UserError):
         log.error("run %s failed: %s", run_dir.name, e)
-    elif interrupted:
-        log.error("run %s interrupted; continue it with --resume", run_dir.name)
     else:
         log.error("run %s failed: %s: %s", run_dir.name, type(e).__name__, e, exc_info=e)
     if store is None:
         return
     try:
         store.finish_run(run_dir.name, status=status)
-        store.put_artifact("failure", {"status": status, "error": type(e).__name__, "message": str(e)})
+        store.put_artifact("failure", {"status": status, "error": type(e).__name__, "message": message})
     except Exception as again:  # the store itself may be what failed; the log keeps the reason
         log.error("run %s: could not mark the run %s in run.sqlite: %s", run_dir.name, status, again)
 
@@ -282,6 +339,9 @@ class SecretFilter(logging.Filter):
 def secrets_of(cfg: RunConfig) -> list[str]:
     """The values of the environment variables the config names for keys and header values."""
     names = [m.api_key_env for m in cfg.models.values() if m.api_key_env]
+    ec = cfg.embedder_config()
+    if ec is not None and ec.api_key_env:
+        names.append(ec.api_key_env)
     names += ["OPENAI_API_KEY"]  # what an openai/ model without api_key_env reads
     for c in cfg.candidates:
         if c.http is not None:

@@ -14,11 +14,12 @@ import yaml
 from rich.console import Console
 from rich.table import Column, Table
 
-from proctor.errors import UserError
+from proctor.errors import Terminated, UserError
 from proctor.export_format import ExportFormat
 
 if TYPE_CHECKING:
     from proctor.config import RunConfig
+    from proctor.dry_run import DryRun
 
 app = typer.Typer(
     add_completion=False,
@@ -106,10 +107,25 @@ def run(
 
 
 def _print_plan(cfg: RunConfig, limit: int | None) -> None:
-    """The dry run's table and notes."""
-    from proctor.dry_run import dry_run
+    """The dry run's tables and notes: the run's, or each member's of a suite."""
+    from proctor.dry_run import plan_runs
 
-    plan = dry_run(cfg, limit=limit)
+    runs = plan_runs(cfg, limit=limit)
+    for planned in runs:
+        if len(runs) > 1:
+            out.print(f"[bold]Member {planned.label}[/] of {cfg.run_name}:", highlight=False)
+        if planned.plan is None:
+            out.print(
+                f"not planned: it reads the run folder of member {planned.after}, which exists once that "
+                "member has run.",
+                markup=False,
+                highlight=False,
+            )
+            continue
+        _print_one_plan(planned.plan)
+
+
+def _print_one_plan(plan: DryRun) -> None:
     t = Table(
         *(Column(c, justify="right" if i >= 5 or i == 2 else "left") for i, c in enumerate(plan.columns))
     )
@@ -528,6 +544,9 @@ def main() -> None:
         err.print("[bold red]Error:[/] ", end="")
         err.print(str(e), markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
+    except Terminated as e:
+        err.print(f"Interrupted ({e.signal_name}). Resume with --resume.")
+        sys.exit(143)
     except KeyboardInterrupt:
         err.print("Interrupted. Resume with --resume.")
         sys.exit(130)

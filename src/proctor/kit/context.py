@@ -87,18 +87,17 @@ class RunContext(Generic[S]):
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            if not self.config.embedder:
+            ec = self.config.embedder_config()
+            if ec is None:
                 raise UserError(
                     "embedder: this run needs an embedder; set `embedder: local/all-minilm-l6-v2`."
                 )
-            from proctor.embeddings import get_embedder
-
             if self.planning:
                 from proctor.kit.planning import PlannedEmbedder
 
-                self._embedder = PlannedEmbedder(self.config.embedder)
+                self._embedder = PlannedEmbedder(ec.spec)
             else:
-                self._embedder = get_embedder(self.config.embedder, cache_dir=self.config.cache_dir)
+                self._embedder = ec.build(cache_dir=self.config.cache_dir)
         return self._embedder
 
     def retriever(self, kind: str) -> Retriever | None:

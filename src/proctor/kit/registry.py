@@ -41,6 +41,16 @@ class Role:
 
 
 @dataclass(frozen=True)
+class MemberPlan:
+    """A member run of a composed protocol: its label and run config; `after` names the earlier member
+    whose run folder it reads (it cannot be planned before that member has run)."""
+
+    label: str
+    config: Any  # a RunConfig
+    after: str | None = None
+
+
+@dataclass(frozen=True)
 class Protocol(Generic[S]):
     name: str
     settings: type[S]
@@ -54,6 +64,8 @@ class Protocol(Generic[S]):
     # The item kinds that are candidate answers, for exports (`proctor export`); none declared: read
     # off the store (`proctor.store.export.guess_specs`).
     samples: tuple[SampleSpec, ...] = ()
+    # With `compose`: the member runs' configs in order (`MemberPlan`), for `--dry-run` to plan each one.
+    members: Callable[[Any], list[MemberPlan]] | None = None
 
     @property
     def package_dir(self) -> Path:

@@ -49,6 +49,7 @@ from proctor.config import RayConfig, RunConfig
 from proctor.corpus import Chunk, Corpus, CorpusConfig, LoadReport, chunk_document, load_corpus
 from proctor.corpus.corpus import _nothing_loaded_message
 from proctor.corpus.loaders import check_corpus_path, iter_corpus_files, load_file
+from proctor.embeddings.config import EmbedderConfig
 from proctor.errors import UserError
 from proctor.models.cache import default_cache_dir
 
@@ -88,7 +89,7 @@ def load_run_corpus(config: RunConfig) -> Corpus:
     `executor: ray` (chunks embedded there too when the config names an `embedder` and `ray.embed` is on)."""
     if config.executor != "ray":
         return load_corpus(config.corpus)
-    embedder = config.embedder if config.ray.embed else None
+    embedder = config.embedder_config() if config.ray.embed else None
     return process_corpus(
         config.corpus, settings=config.ray, embedder=embedder, cache_dir=config.cache_dir
     ).corpus
@@ -98,7 +99,7 @@ def process_corpus(
     corpus: CorpusConfig,
     *,
     settings: RayConfig | None = None,
-    embedder: str | None = None,
+    embedder: EmbedderConfig | str | None = None,
     cache_dir: str | Path | None = None,
     reuse: bool = True,
 ) -> CorpusTable:
@@ -116,7 +117,9 @@ def process_corpus(
     for file, rel in iter_corpus_files(root, listing):
         walk_skips_before.append(len(listing.skipped))
         files.append((str(file), rel))
-    emb = _driver_embedder(embedder, cache_dir) if embedder else None
+    if isinstance(embedder, str):
+        embedder = EmbedderConfig(spec=embedder)
+    emb = embedder.build(cache_dir=cache_dir) if embedder is not None else None
     key = _table_key(root, corpus, files, emb.identity() if emb is not None else None)
     base = Path(settings.output_dir).expanduser() if settings.output_dir else _default_base(cache_dir)
     final = base / key
@@ -143,7 +146,7 @@ def process_corpus(
 def _run_pipeline(
     files: list[tuple[str, str]],
     corpus: CorpusConfig,
-    embedder: str | None,
+    embedder: EmbedderConfig | None,
     settings: RayConfig,
     base: Path,
     final: Path,
@@ -179,7 +182,7 @@ def _run_pipeline(
                     _EmbedChunks,
                     batch_size=None,
                     batch_format="pyarrow",
-                    fn_constructor_kwargs={"spec": embedder},
+                    fn_constructor_kwargs={"embedder": embedder.model_dump()},
                     num_cpus=1,
                     compute=rd.ActorPoolStrategy(size=settings.embed_actors),
                 )
@@ -197,7 +200,8 @@ def _run_pipeline(
             written = ds.take_all()
             log.info("ray corpus: %d parts, %d rows", len(written), sum(int(r["rows"]) for r in written))
         (staging / "chunks").mkdir(parents=True, exist_ok=True)
-        manifest = {"version": _LAYOUT_VERSION, "files": len(files), "embedder": embedder}
+        named = (embedder.spec if not embedder.options() else embedder.model_dump()) if embedder else None
+        manifest = {"version": _LAYOUT_VERSION, "files": len(files), "embedder": named}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         try:
             staging.rename(final)
@@ -306,10 +310,9 @@ def _read_and_chunk(batch: pa.Table, *, options: dict[str, Any]) -> pa.Table:
 class _EmbedChunks:
     """Ray actor stage: the embedder loaded once per actor (no cache: the driver owns the cache file)."""
 
-    def __init__(self, spec: str) -> None:
-        from proctor.embeddings import get_embedder
-
-        self.embedder = get_embedder(spec, cache=False, threads=1, where="embedder (on a Ray worker)")
+    def __init__(self, embedder: dict[str, Any]) -> None:
+        config = EmbedderConfig.model_validate(embedder)
+        self.embedder = config.build(cache=False, threads=1, where="embedder (on a Ray worker)")
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         is_chunk = np.asarray(batch.column("chunk_index").to_numpy()) >= 0
@@ -420,12 +423,6 @@ def _report(table: pa.Table, root: Path, listing: LoadReport, walk_skips_before:
 
 
 # ------------------------------------------------------------------------------------------------ keys
-
-
-def _driver_embedder(spec: str, cache_dir: str | Path | None) -> Any:
-    from proctor.embeddings import get_embedder
-
-    return get_embedder(spec, cache_dir=cache_dir)
 
 
 def _default_base(cache_dir: str | Path | None) -> Path:

@@ -242,8 +242,18 @@ class RunRecord:
             return None
         d = dict(row)
         d.pop("config_json", None)
+        if d.get("status") == "running" and self.process_gone():
+            d["status"] = "interrupted"
         return RunInfo.model_validate({k: ("" if v is None and k in ("protocol", "config_hash") else v)
                                        for k, v in d.items()})  # fmt: skip
+
+    def process_gone(self) -> bool:
+        """Whether the process that ran this run has ended (a run it left `running` was killed); False
+        when unknown (no process recorded, or another host)."""
+        from proctor.store.process import ARTIFACT, ProcessMark, is_gone
+
+        data = self.artifact_data(ARTIFACT)
+        return isinstance(data, dict) and is_gone(ProcessMark.model_validate(data))
 
     def config_data(self) -> dict[str, Any] | None:
         """The resolved config as stored when the run started (validate it with `RunConfig`)."""

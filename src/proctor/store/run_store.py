@@ -17,6 +17,8 @@ from typing import Any
 
 from proctor.models.recording import CallRecord
 from proctor.sqlite_db import ThreadLocalDB
+from proctor.store.process import ARTIFACT as PROCESS_ARTIFACT
+from proctor.store.process import this_process
 from proctor.store.record import call_totals
 from proctor.store.transcripts import (
     CALL_COLUMNS,
@@ -100,6 +102,8 @@ class RunStore:
             "VALUES (?, ?, ?, ?, 'running', ?, ?) ON CONFLICT(run_id) DO UPDATE SET status='running'",
             (run_id, protocol, json.dumps(config, sort_keys=True), config_hash, time.time(), version),
         )
+        # Which process runs it, so a run left `running` by a killed process reads as `interrupted`.
+        self.put_artifact(PROCESS_ARTIFACT, this_process().model_dump())
 
     def finish_run(self, run_id: str, status: str = "finished") -> None:
         self._conn().execute(

@@ -175,6 +175,8 @@ def _failure(run: RunRecord) -> str | None:
     """The message the runner stored when the run stopped on an error."""
     data = run.artifact_data("failure")
     if not isinstance(data, dict):
+        if run.process_gone():
+            return "its process ended without marking it (killed?); continue it with --resume"
         return None
     return str(data.get("message") or data.get("error") or "") or None
 

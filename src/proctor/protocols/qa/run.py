@@ -181,12 +181,23 @@ def _summary(
         questions=gen_stats,
         candidates=candidates,
         table=[_table_row(name, r, ctx.settings) for name, r in candidates.items()],
-        warnings=(
-            ["no question survived generation and filtering; see the report's errors"]
-            if gen_stats.kept == 0
-            else []
-        ),
+        warnings=_generation_warnings(gen_stats),
     )
+
+
+def _generation_warnings(stats: GenerationStats) -> list[str]:
+    """Say when fewer questions were kept than planned, and why, so a small `n` is never a surprise."""
+    if stats.kept == 0:
+        return ["no question survived generation and filtering; see the report's errors"]
+    if stats.kept >= stats.planned:
+        return []
+    why = [f"{n} filtered as {reason}" for reason, n in sorted(stats.filtered.items())]
+    why += [f"{stats.failed} failed"] if stats.failed else []
+    dropped = ", ".join(why) or "fewer generated"
+    return [
+        f"{stats.kept} of {stats.planned} planned questions kept ({dropped}); the estimates rest on those. "
+        "The report's question statistics list what was dropped."
+    ]
 
 
 def _table_row(name: str, r: QaCandidate, settings: Config) -> dict[str, str]:

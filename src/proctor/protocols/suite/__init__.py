@@ -10,6 +10,7 @@ from proctor.errors import UserError
 from proctor.kit.context import RunContext
 from proctor.kit.registry import Protocol, Role
 from proctor.protocols.suite.config import Config
+from proctor.protocols.suite.members import member_plans
 from proctor.protocols.suite.result import SuiteResult
 from proctor.protocols.suite.run import run_suite
 
@@ -32,4 +33,5 @@ PROTOCOL = Protocol(
     run=_no_context,
     result=SuiteResult,
     compose=run_suite,
+    members=member_plans,
 )

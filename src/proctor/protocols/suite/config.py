@@ -6,7 +6,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    create_model,
+    model_serializer,
+    model_validator,
+)
 
 SUITE = "suite"
 
@@ -87,6 +97,19 @@ class Member(Strict):
             "seed_from": seed_from,
             "settings": section_value if section_value is not None else section_cls(),
         }
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        """Dumped as a config file holds it (`{protocol: exam, exam: {...}}`), so a stored suite config
+        reads back (`load_run`, `--resume`); a seeded member's stand-in `from_run` is left out."""
+        data = handler(self)
+        if not isinstance(data, dict) or "settings" not in data:
+            return data
+        section = data.pop("settings")
+        if self.seed_from is not None and isinstance(section, dict):
+            section = {k: v for k, v in section.items() if k != "from_run"}
+        data[self.protocol] = section
+        return data
 
     @property
     def label(self) -> str:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from proctor.config import RunConfig, _describe_errors
 from proctor.errors import UserError
-from proctor.kit.registry import get_protocol
+from proctor.kit.registry import MemberPlan, get_protocol
 from proctor.protocols.suite.config import Config, Member
 
 # What a member does not take from the suite (the suite's gates are on its own metrics).
@@ -58,3 +58,28 @@ def member_configs(cfg: RunConfig) -> list[RunConfig]:
             "needs `embedder` (e.g. `embedder: local/all-minilm-l6-v2`)."
         )
     return [member_config(cfg, i, m) for i, m in enumerate(settings.members)]
+
+
+def check_members(cfg: RunConfig, *, reach_servers: bool = True) -> list[RunConfig]:
+    """Every member's run config with everything it reads checked (corpus, models and their servers,
+    candidates, embedder: `proctor.runner.check_inputs`), so a mistake anywhere in the suite stops it
+    before its first member makes a call."""
+    from proctor.runner import check_inputs
+
+    configs = member_configs(cfg)
+    settings = cfg.settings
+    assert isinstance(settings, Config)
+    for i, (m, mcfg) in enumerate(zip(settings.members, configs, strict=True)):
+        try:
+            check_inputs(mcfg, reach_servers=reach_servers)
+        except UserError as e:
+            raise UserError(f"{member_where(i, m)}: {e}") from None
+    return configs
+
+
+def member_plans(cfg: RunConfig) -> list[MemberPlan]:
+    """The members for a dry run, in order, each checked like a real run checks them (`check_members`)."""
+    settings = cfg.settings
+    assert isinstance(settings, Config)
+    configs = check_members(cfg, reach_servers=False)
+    return [MemberPlan(m.label, mcfg, m.seed_from) for m, mcfg in zip(settings.members, configs, strict=True)]

@@ -18,7 +18,7 @@ from proctor.kit.record import Run, load_run
 from proctor.protocols.suite.config import Config
 from proctor.protocols.suite.evidence import MemberEvidence, member_evidence
 from proctor.protocols.suite.knowledge_map import KnowledgeMap, build_map
-from proctor.protocols.suite.members import member_configs
+from proctor.protocols.suite.members import check_members
 from proctor.protocols.suite.result import (
     MemberEntry,
     MemberRun,
@@ -42,7 +42,7 @@ def run_suite(cfg: RunConfig, *, out: Path, resume: bool = False, show_progress:
 
     settings = cfg.settings
     assert isinstance(settings, Config)
-    configs = member_configs(cfg)  # every member's config mistakes before anything runs
+    configs = check_members(cfg)  # every member's mistakes (config, inputs) before anything runs
     runs: list[MemberRun] = []
     evidence: dict[str, MemberEvidence] = {}
     run_dirs: dict[str, Path] = {}
@@ -91,11 +91,11 @@ def _member_run(label: str, run: Run) -> MemberRun:
 
 
 def _topics(cfg: RunConfig, settings: Config) -> TopicModel:
-    from proctor.embeddings import get_embedder
     from proctor.scale import load_run_corpus
 
-    assert cfg.embedder is not None
-    embedder = get_embedder(cfg.embedder, cache_dir=cfg.cache_dir)
+    ec = cfg.embedder_config()
+    assert ec is not None
+    embedder = ec.build(cache_dir=cfg.cache_dir)
     return build_topics(
         load_run_corpus(cfg),
         embedder,
