@@ -25,6 +25,9 @@ from proctor.models.scripted import register_script
 from proctor.protocols.judge.card import judge_card
 from proctor.protocols.judge.grade import JudgedAnswer, decided_by
 from proctor.protocols.judge.result import JudgeResult
+from proctor.protocols.judge.run import JudgedRow
+from proctor.store.labels import LabelStore
+from proctor.viewer.labels import LabelIn
 
 CALLS: list[str] = []
 
@@ -152,12 +155,28 @@ def test_csv_with_remapped_fields_and_a_labels_file(tmp_path: Path) -> None:
         assert result.methods["contains_reference"] == 1 and result.methods["llm"] == 3
 
 
-def test_unlabelled_file_has_no_card(tmp_path: Path) -> None:
+def test_unlabelled_file_has_no_card_until_rows_are_labelled_in_the_viewer(tmp_path: Path) -> None:
     answers = write_jsonl(tmp_path / "a.jsonl", ("id", "question", "reference", "answer", "note"))
     invoke(str(answers), "--out", str(tmp_path / "runs"))
-    with load_run(only_run(tmp_path / "runs")) as run:
+    run_dir = only_run(tmp_path / "runs")
+    with load_run(run_dir) as run:
         assert isinstance(run.result, JudgeResult)
         assert run.result.card is None and run.result.labelled == 0 and run.result.judged == 6
+        keys = {row.question_id: key for key, row in run.payloads(JudgedRow)}
+    with LabelStore(run_dir) as labels:  # as `proctor view` stores them: the latest label counts
+        labels.add(LabelIn(item_id=keys["r1"], label="incorrect", annotator="ann"))
+        labels.add(LabelIn(item_id=keys["r1"], label="correct", annotator="ann"))
+        labels.add(LabelIn(item_id=keys["r4"], label="incorrect", annotator="ann"))
+        labels.add(LabelIn(item_id=keys["r5"], label="unsure", annotator="ann"))
+    invoke(str(answers), "--out", str(tmp_path / "runs"), "--resume")
+    with load_run(run_dir) as run:
+        assert isinstance(run.result, JudgeResult) and run.result.card is not None
+        card = run.result.card
+        assert run.result.labelled == 2 and card.n == 2
+        assert card.confusion == {
+            "correct": {"correct": 1, "incorrect": 0},
+            "incorrect": {"correct": 1, "incorrect": 0},
+        }
 
 
 def test_resume_reuses_the_stored_verdicts(tmp_path: Path) -> None:

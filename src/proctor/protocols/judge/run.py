@@ -18,6 +18,7 @@ from proctor.protocols.judge.config import Config
 from proctor.protocols.judge.grade import DecidedBy, JudgedAnswer, from_judgment
 from proctor.protocols.judge.result import JudgeResult
 from proctor.protocols.judge.rows import Label, Row, read_rows
+from proctor.store.labels import LABELS_FILE, LabelStore
 
 VERDICTS_FILE = "verdicts.csv"
 VERDICT_COLUMNS = ("id", "verdict", "p_correct", "method", "decided_by", "reason", "label")
@@ -81,13 +82,34 @@ async def run(ctx: RunContext[Config]) -> JudgeResult:
             update |= v.model_dump()
         return o.value.model_copy(update=update)
 
+    labels |= _viewer_labels(ctx, stored, labels)
     await ctx.revise(stored, with_verdict)
-    _write_verdicts(ctx, stored, verdicts)
-    return _summary(ctx, stored, verdicts)
+    _write_verdicts(ctx, stored, verdicts, labels)
+    return _summary(ctx, stored, verdicts, labels)
+
+
+def _viewer_labels(
+    ctx: RunContext[Config], stored: list[Outcome[Row, JudgedRow]], labels: dict[str, Label | None]
+) -> dict[str, Label]:
+    """Labels given in `proctor view` on this run's rows (the latest correct / incorrect one per row), for
+    the rows the files leave unlabelled: label in the viewer, then `proctor judge FILE --resume` shows the
+    card."""
+    keys = {o.key: o.unit.id for o in stored if labels.get(o.unit.id) is None}
+    if not keys or not (ctx.run_dir / LABELS_FILE).exists():
+        return {}
+    found: dict[str, Label] = {}
+    with LabelStore(ctx.run_dir) as store:
+        for lab in store.current(keys):  # in label order: a later label wins
+            if lab.label in ("correct", "incorrect"):
+                found[keys[lab.item_key]] = "correct" if lab.label == "correct" else "incorrect"
+    return found
 
 
 def _write_verdicts(
-    ctx: RunContext[Config], stored: list[Outcome[Row, JudgedRow]], verdicts: dict[str, JudgedAnswer]
+    ctx: RunContext[Config],
+    stored: list[Outcome[Row, JudgedRow]],
+    verdicts: dict[str, JudgedAnswer],
+    labels: dict[str, Label | None],
 ) -> None:
     """The table a user reads beside the report: one line per row, in file order."""
     with open(ctx.run_dir / VERDICTS_FILE, "w", newline="", encoding="utf-8") as f:
@@ -104,20 +126,23 @@ def _write_verdicts(
                     "" if v is None else v.method,
                     "" if v is None else v.decided_by,
                     "" if v is None else v.reason,
-                    o.unit.label or "",
+                    labels.get(o.unit.id) or "",
                 ]
             )
 
 
 def _summary(
-    ctx: RunContext[Config], stored: list[Outcome[Row, JudgedRow]], verdicts: dict[str, JudgedAnswer]
+    ctx: RunContext[Config],
+    stored: list[Outcome[Row, JudgedRow]],
+    verdicts: dict[str, JudgedAnswer],
+    labels: dict[str, Label | None],
 ) -> JudgeResult:
     cfg = ctx.settings
     judged = [verdicts[o.key] for o in stored if o.key in verdicts]
     seconds_by_key = ctx.store.call_seconds_by_item(role="judge")
     seconds = [s for k, v in verdicts.items() if v.model_call and (s := seconds_by_key.get(k))]
     pairs: list[tuple[Label, JudgedAnswer]] = [
-        (o.unit.label, verdicts[o.key]) for o in stored if o.unit.label is not None and o.key in verdicts
+        (label, verdicts[o.key]) for o in stored if (label := labels.get(o.unit.id)) and o.key in verdicts
     ]
     card = judge_card(pairs, seconds=seconds, kappa_warning=cfg.kappa_warning, seed=ctx.config.seed)
     methods = Counter(v.method for v in judged)
@@ -135,7 +160,7 @@ def _summary(
         rows=len(stored),
         judged=len(judged),
         judge_errors=errors,
-        labelled=sum(1 for o in stored if o.unit.label is not None),
+        labelled=sum(1 for o in stored if labels.get(o.unit.id) is not None),
         accuracy=Estimate.proportion(sum(v.correct for v in judged), len(judged)),
         decided_without_call=Estimate.proportion(sum(not v.model_call for v in judged), len(judged)),
         methods=dict(methods.most_common()),
