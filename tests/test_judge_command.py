@@ -285,3 +285,27 @@ def test_card_statistics_equal_bench_judge_agreement(name: str) -> None:
             and card.false_incorrect.k == want["false_incorrect"]
         )
         assert card.decided_without_call.value == pytest.approx(want["decided_without_call"], abs=1e-4)
+
+
+def test_config_file_with_a_relative_answers_path(tmp_path: Path) -> None:
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    write_jsonl(folder / "answers.jsonl", ("key", "question", "reference", "answer", "label"))
+    (folder / "judge.yaml").write_text(
+        "protocol: judge\ncorpus: {}\nmodels: {j: scripted/t32-judge}\nroles: {judge: j}\n"
+        "judge: {answers: {path: answers.jsonl}, kappa_warning: 0.2}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app, ["judge", "--config", str(folder / "judge.yaml"), "--field", "id=key", "--quiet",
+              "--out", str(tmp_path / "runs")],
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    with load_run(only_run(tmp_path / "runs")) as run:
+        assert isinstance(run.result, JudgeResult) and run.result.card is not None
+        assert run.result.card.kappa_warning == 0.2 and not run.result.card.below_threshold
+        assert {r.question_id for _, r in run.payloads(JudgedRow)} == {f"r{i}" for i in range(1, 7)}
+    other = tmp_path / "qa.yaml"
+    other.write_text("protocol: qa\ncorpus: {}\nmodels: {m: scripted/t32-judge}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["judge", "--config", str(other)])
+    assert isinstance(result.exception, UserError) and "not 'judge'" in str(result.exception)
