@@ -22,7 +22,7 @@ from proctor.errors import UserError
 from proctor.kit.record import load_run
 from proctor.models import get_model
 from proctor.models.scripted import register_script
-from proctor.protocols.judge.card import judge_card
+from proctor.protocols.judge.card import busy_seconds, judge_card
 from proctor.protocols.judge.grade import JudgedAnswer, decided_by
 from proctor.protocols.judge.result import JudgeResult
 from proctor.protocols.judge.run import JudgedRow
@@ -309,3 +309,9 @@ def test_config_file_with_a_relative_answers_path(tmp_path: Path) -> None:
     other.write_text("protocol: qa\ncorpus: {}\nmodels: {m: scripted/t32-judge}\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["judge", "--config", str(other)])
     assert isinstance(result.exception, UserError) and "not 'judge'" in str(result.exception)
+
+
+def test_busy_seconds_counts_overlapping_calls_once() -> None:
+    assert busy_seconds([]) == 0
+    # two concurrent calls (0-10, 5-12), a gap, then one call (20-23): 12 + 3 seconds busy
+    assert busy_seconds([(20.0, 23.0), (0.0, 10.0), (5.0, 12.0), (6.0, 7.0)]) == pytest.approx(15.0)

@@ -47,15 +47,27 @@ class JudgeCard(BaseModel):
     below_threshold: bool
 
 
+def busy_seconds(intervals: Sequence[tuple[float, float]]) -> float:
+    """Wall-clock seconds covered by the (start, end) intervals: concurrent calls count once, the gaps of an
+    interrupted run not at all."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def judge_card(
     pairs: Sequence[tuple[Label, JudgedAnswer]],
     *,
-    seconds: Sequence[float] = (),
+    seconds_per_llm_judgment: float | None = None,
+    llm_judgments_timed: int = 0,
     kappa_warning: float,
     seed: int = 0,
 ) -> JudgeCard | None:
-    """The card for (human label, verdict) pairs; None without a labelled row. `seconds`: the time of each
-    LLM judgment that was not a cache hit."""
+    """The card for (human label, verdict) pairs; None without a labelled row. The seconds per LLM judgment
+    (and how many judgments they were timed on) are measured by the caller (`busy_seconds`)."""
     if not pairs:
         return None
     human = [h for h, _ in pairs]
@@ -88,7 +100,6 @@ def judge_card(
         )
         for (m, kind), rights in sorted(fired.items(), key=lambda kv: (kv[0][1], -len(kv[1]), kv[0][0]))
     ]
-    secs = list(seconds)
     return JudgeCard(
         n=n,
         human_correct=human.count("correct"),
@@ -101,8 +112,8 @@ def judge_card(
         false_incorrect=Estimate.proportion(false_incorrect, n),
         decided_without_call=Estimate.proportion(sum(1 for _, v in pairs if not v.model_call), n),
         methods=methods,
-        seconds_per_llm_judgment=round(sum(secs) / len(secs), 3) if secs else None,
-        llm_judgments_timed=len(secs),
+        seconds_per_llm_judgment=seconds_per_llm_judgment,
+        llm_judgments_timed=llm_judgments_timed,
         kappa_warning=kappa_warning,
         below_threshold=ag.kappa is None or ag.kappa < kappa_warning,
     )

@@ -13,7 +13,7 @@ from proctor.kit.context import RunContext
 from proctor.kit.shared.answers import AnswerItem
 from proctor.kit.shared.judges import Panel, judge_answers
 from proctor.kit.steps import Outcome
-from proctor.protocols.judge.card import JudgeCard, judge_card
+from proctor.protocols.judge.card import JudgeCard, busy_seconds, judge_card
 from proctor.protocols.judge.config import Config
 from proctor.protocols.judge.grade import DecidedBy, JudgedAnswer, from_judgment
 from proctor.protocols.judge.result import JudgeResult
@@ -139,12 +139,21 @@ def _summary(
 ) -> JudgeResult:
     cfg = ctx.settings
     judged = [verdicts[o.key] for o in stored if o.key in verdicts]
-    seconds_by_key = ctx.store.call_seconds_by_item(role="judge")
-    seconds = [s for k, v in verdicts.items() if v.model_call and (s := seconds_by_key.get(k))]
+    # Seconds per LLM judgment: the wall-clock time the judge model was busy answering (concurrent calls
+    # counted once), over the LLM judgments it answered uncached.
+    calls = ctx.store.call_intervals(role="judge")
+    timed = [k for k, v in verdicts.items() if v.model_call and k in calls]
+    busy = busy_seconds([iv for k in timed for iv in calls[k]])
     pairs: list[tuple[Label, JudgedAnswer]] = [
         (label, verdicts[o.key]) for o in stored if (label := labels.get(o.unit.id)) and o.key in verdicts
     ]
-    card = judge_card(pairs, seconds=seconds, kappa_warning=cfg.kappa_warning, seed=ctx.config.seed)
+    card = judge_card(
+        pairs,
+        seconds_per_llm_judgment=round(busy / len(timed), 3) if timed else None,
+        llm_judgments_timed=len(timed),
+        kappa_warning=cfg.kappa_warning,
+        seed=ctx.config.seed,
+    )
     methods = Counter(v.method for v in judged)
     warnings = []
     errors = len(stored) - len(judged)
