@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 import proctor
@@ -26,8 +27,7 @@ from proctor.protocols.judge.card import busy_seconds, judge_card
 from proctor.protocols.judge.grade import JudgedAnswer, decided_by
 from proctor.protocols.judge.result import JudgeResult
 from proctor.protocols.judge.run import JudgedRow
-from proctor.store.labels import LabelStore
-from proctor.viewer.labels import LabelIn
+from proctor.viewer import create_app
 
 CALLS: list[str] = []
 
@@ -163,11 +163,15 @@ def test_unlabelled_file_has_no_card_until_rows_are_labelled_in_the_viewer(tmp_p
         assert isinstance(run.result, JudgeResult)
         assert run.result.card is None and run.result.labelled == 0 and run.result.judged == 6
         keys = {row.question_id: key for key, row in run.payloads(JudgedRow)}
-    with LabelStore(run_dir) as labels:  # as `proctor view` stores them: the latest label counts
-        labels.add(LabelIn(item_id=keys["r1"], label="incorrect", annotator="ann"))
-        labels.add(LabelIn(item_id=keys["r1"], label="correct", annotator="ann"))
-        labels.add(LabelIn(item_id=keys["r4"], label="incorrect", annotator="ann"))
-        labels.add(LabelIn(item_id=keys["r5"], label="unsure", annotator="ann"))
+    viewer = TestClient(create_app(tmp_path / "runs", csrf_token="t"), base_url="http://127.0.0.1")
+    for row, label in (("r1", "incorrect"), ("r1", "correct"), ("r4", "incorrect"), ("r5", "unsure")):
+        r = viewer.post(  # labelled in `proctor view`: the latest label of a row counts, "unsure" does not
+            f"/runs/{run_dir.name}/labels",
+            json={"item_id": keys[row], "label": label, "annotator": "ann", "note": ""},
+            headers={"X-CSRF-Token": "t"},
+        )
+        assert r.status_code == 200, r.text
+    assert "judged_answer" in viewer.get(f"/runs/{run_dir.name}/items").text
     invoke(str(answers), "--out", str(tmp_path / "runs"), "--resume")
     with load_run(run_dir) as run:
         assert isinstance(run.result, JudgeResult) and run.result.card is not None
