@@ -8,6 +8,9 @@ A run drives its own event loops (the runner's `asyncio.run`), so it never runs 
 `evaluate` called where a loop is running (a Jupyter cell, an async application) runs the evaluation in a
 worker thread and waits for it; `aevaluate` runs it in a worker thread while the caller's loop goes on.
 Either way the caller gets the finished run folder as a typed `Run` (`proctor.load_run`).
+
+`proctor.judge(question=, reference=, answer=)` and `proctor.judge_many(rows)` grade answers with the judge
+stack without a run folder.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,11 @@ from proctor.config import RunConfig, _describe_errors, load_config
 from proctor.config_paths import config_dir
 from proctor.errors import UserError
 from proctor.kit.record import Run, load_run
+from proctor.kit.shared.judges import Panel
+from proctor.models import get_model
+from proctor.models.base import Model
+from proctor.protocols.judge.command import DEFAULT_JUDGE
+from proctor.protocols.judge.grade import JudgedAnswer, as_answer_item, grade
 
 ConfigLike = RunConfig | Mapping[str, Any] | str | os.PathLike[str]
 
@@ -91,3 +99,78 @@ async def aevaluate(
     cfg = as_config(config)
     run_dir = await asyncio.to_thread(_run, cfg, out, resume, progress)
     return load_run(run_dir)
+
+
+# --- grading answers without a run -----------------------------------------------------------------
+JudgeModel = str | Model
+
+
+def judge(
+    *,
+    question: str,
+    reference: str,
+    answer: str,
+    model: JudgeModel = DEFAULT_JUDGE,
+    rules: bool = True,
+    guards: bool = True,
+) -> JudgedAnswer:
+    """Grade one answer against its reference with proctor's judge stack: the equivalence rules (no model
+    call when one is sure), else the LLM judge `model` (a spec such as the default embedded
+    `local/qwen2.5-coder-1.5b`, or a `Model`), then the guards. No run folder is written; model calls go
+    through the call cache. Returns the verdict, P(correct), the deciding method and the reason."""
+    return judge_many(
+        [{"question": question, "reference": reference, "answer": answer}],
+        model=model,
+        rules=rules,
+        guards=guards,
+    )[0]
+
+
+def judge_many(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    model: JudgeModel = DEFAULT_JUDGE,
+    rules: bool = True,
+    guards: bool = True,
+    question_field: str = "question",
+    reference_field: str = "reference",
+    answer_field: str = "answer",
+) -> list[JudgedAnswer]:
+    """`judge` on every row (a mapping with the three fields, named by `*_field`), concurrently under the
+    model's limits; verdicts in row order. For a file, resumable runs and the judge card use
+    `proctor judge FILE` (or `evaluate` with a `protocol: judge` config)."""
+    items = []
+    for i, row in enumerate(rows):
+        missing = [f for f in (question_field, reference_field, answer_field) if f not in row]
+        if missing:
+            raise UserError(
+                f"proctor.judge_many: row {i} has no field '{missing[0]}' (its fields: "
+                f"{', '.join(map(str, row)) or 'none'}). Pass {missing[0].split('_')[0]}_field= naming it."
+            )
+        items.append(
+            as_answer_item(
+                str(i), str(row[question_field]), str(row[reference_field]), str(row[answer_field])
+            )
+        )
+
+    async def grade_all() -> list[JudgedAnswer]:
+        judge_model = get_model(model, where="proctor.judge model") if isinstance(model, str) else model
+        try:
+            return list(
+                await asyncio.gather(
+                    *(grade(it, Panel.single(judge_model), rules=rules, guards=guards) for it in items)
+                )
+            )
+        finally:
+            if isinstance(model, str):  # only the model made here is closed (its server stopped)
+                await judge_model.aclose()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(grade_all())
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-judge")
+    try:
+        return pool.submit(contextvars.copy_context().run, asyncio.run, grade_all()).result()
+    finally:
+        pool.shutdown(wait=False)

@@ -246,6 +246,42 @@ def compare_runs(
 
 
 @app.command()
+def judge(
+    answers: Path | None = typer.Argument(
+        None, help="JSONL/CSV/Parquet file: question, reference, answer, optional id and label per record"
+    ),
+    config: Path | None = typer.Option(None, "--config", help="a YAML config with `protocol: judge`"),
+    labels: Path | None = typer.Option(None, "--labels", help="a file of human labels (id, label)"),
+    fields: list[str] = typer.Option(
+        [], "--field", metavar="NAME=COLUMN", help="where a field is: question, reference, answer, id, label"
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="judge model spec (default: the embedded local/qwen2.5-coder-1.5b)"
+    ),
+    kappa_warning: float | None = typer.Option(
+        None, "--kappa-warning", help="warn when Cohen's kappa against the labels is below this (0.6)"
+    ),
+    out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
+    resume: bool = typer.Option(False, "--resume", help="continue the latest run of this file and flags"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+) -> None:
+    """Grade an answers file against its references: verdict, P(correct), deciding method and reason per
+    row (verdicts.csv); with labels, the judge card (accuracy, kappa, false "correct", rule precision)."""
+    from proctor.protocols.judge.command import judge_config
+    from proctor.runner import run_config
+
+    cfg = judge_config(
+        answers, config=config, labels=labels, fields=fields, model=model, kappa_warning=kappa_warning
+    )
+    result = run_config(cfg, out=out_dir, resume=resume, show_progress=not quiet)
+    _print_summary(result.summary)
+    out.print(
+        f"[bold green]Done.[/] Verdicts in {result.run_dir / 'verdicts.csv'} — report: "
+        f"{result.run_dir / 'report.html'}"
+    )
+
+
+@app.command()
 def ingest(
     path: Path = typer.Argument(..., help="file or folder of documents"),
     text_field: str = typer.Option("text", help="text field for .jsonl/.json/.csv"),

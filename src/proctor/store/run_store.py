@@ -245,6 +245,19 @@ class RunStore:
         """Per role and model: calls, cache hits, errors, tokens, nominal cost, and cost actually spent."""
         return call_totals(self._conn())
 
+    def call_intervals(self, role: str) -> dict[str, list[tuple[float, float]]]:
+        """Per item key, (start, end) times of its calls under `role` that a server answered (cache hits and
+        failed calls left out): when the model was busy for an item, for `proctor judge`'s card."""
+        rows = self._conn().execute(
+            "SELECT item_key, created - latency_s, created FROM model_calls WHERE role=? AND cached=0"
+            " AND error IS NULL AND item_key IS NOT NULL AND latency_s IS NOT NULL ORDER BY id",
+            (role,),
+        )
+        out: dict[str, list[tuple[float, float]]] = {}
+        for key, start, end in rows:
+            out.setdefault(str(key), []).append((float(start), float(end)))
+        return out
+
     # --- judgments --------------------------------------------------------------------------------
     def put_judgment(
         self,
