@@ -19,7 +19,10 @@ def reply(body: dict[str, Any]) -> str:
     text = next(m["content"] for m in body["messages"] if m["role"] == "user")
     tag = abs(hash(text)) % 10_000
     if "Reference text" in text:
-        return json.dumps({"question": f"What is fact number {tag}?", "answer": f"fact {tag}"})
+        # The answer shares no word or number with the question (a question stating it would be dropped).
+        return json.dumps(
+            {"question": f"What is listed under key {tag}?", "answer": f"value {tag * 7919 % 10007}"}
+        )
     if "<candidate_answer>" in text:
         return json.dumps({"reason": "compared", "verdict": "correct"})
     return f"The answer is fact {tag}."

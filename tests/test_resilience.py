@@ -26,7 +26,10 @@ def reply(body: dict[str, Any]) -> str:
     tag = abs(hash(text)) % 10_000
     if "Reference text" in text:
         return json.dumps(
-            {"question": f"What is fact number {tag} about the topic?", "answer": f"fact {tag}"}
+            {
+                "question": f"What is listed under key {tag} about the topic?",
+                "answer": f"value {tag * 7919 % 10007}",
+            }
         )
     if "<candidate_answer>" in text:
         return json.dumps({"reason": "compared", "verdict": "correct" if tag % 2 else "incorrect"})
