@@ -370,7 +370,10 @@ def test_dfsdt_visit_order_backtracking_and_give_up() -> None:
     assert [s.action for s in t.steps] == ["Search", "Lookup", "GiveUp", "Search", None, "Finish"]
     assert t.stop == "finished" and t.answer == "Port Selwick"
     assert {k: t.settings[k] for k in ("width", "depth", "queries", "action_format")} == {
-        "width": 2, "depth": 5, "queries": 20, "action_format": "text"
+        "width": 2,
+        "depth": 5,
+        "queries": 20,
+        "action_format": "text",
     }  # a scripted model takes no JSON schemas: the text format, said so
     assert "does not take JSON schemas" in t.settings["action_format_note"]
     # A query budget smaller than the tree stops with `budget`.
@@ -611,8 +614,6 @@ def test_function_calling_over_http_against_the_mock_server(tmp_path: Path) -> N
     assert len(tool_results) == 2 and tool_results[0]["tool_call_id"] == "call_0_0"
     assistant = [m for m in last["messages"] if m["role"] == "assistant"]
     assert assistant[0]["tool_calls"][0]["function"]["arguments"] == '{"entity": "Sellin Line"}'
-
-
 
 
 def test_a_python_candidate_in_a_kieval_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

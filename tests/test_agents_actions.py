@@ -33,8 +33,17 @@ from proctor.models.types import GenerationParams, Message
 from proctor.testing.mock_server import MockServer
 
 CHUNKS = [
-    Chunk("c1", "d1", "glass.md", "Tidal glass is dark green.\n\nIt was first made in 1862.", 0, {"title": "Tidal glass"}),
-    Chunk("c2", "d2", "ferry.md", "The Sellin Line runs ferries to Port Selwick.", 0, {"title": "Sellin Line"}),
+    Chunk(
+        "c1",
+        "d1",
+        "glass.md",
+        "Tidal glass is dark green.\n\nIt was first made in 1862.",
+        0,
+        {"title": "Tidal glass"},
+    ),
+    Chunk(
+        "c2", "d2", "ferry.md", "The Sellin Line runs ferries to Port Selwick.", 0, {"title": "Sellin Line"}
+    ),
 ]
 SEEN: dict[str, list[GenerationParams]] = {}
 PROMPTS: list[list[Message]] = []
@@ -53,7 +62,9 @@ def json_steps(messages: list[Message], params: GenerationParams) -> str:
     user = messages[-1]["content"]
     if "Observation" not in user:
         # Prose around the object: the structured-output path finds it; the text grammar would find no action.
-        return 'Sure. {"thought": "find the ferry", "action": "Search", "arguments": {"entity": "Sellin Line"}}'
+        return (
+            'Sure. {"thought": "find the ferry", "action": "Search", "arguments": {"entity": "Sellin Line"}}'
+        )
     return json.dumps({"thought": "it says so", "action": "Finish", "arguments": {"answer": "Port Selwick"}})
 
 
@@ -76,9 +87,13 @@ def test_a_json_step_is_read_from_its_schema_not_by_the_text_grammar() -> None:
     search = first.json_schema["anyOf"][0]["properties"]["arguments"]
     assert search["required"] == ["entity"] and search["additionalProperties"] is False
     with pytest.raises(jsonschema.ValidationError):  # arguments of another tool do not fit Search's
-        jsonschema.validate({"thought": "", "action": "Search", "arguments": {"keyword": "x"}}, first.json_schema)
+        jsonschema.validate(
+            {"thought": "", "action": "Search", "arguments": {"keyword": "x"}}, first.json_schema
+        )
     system, second = PROMPTS[0][0]["content"], PROMPTS[1][-1]["content"]
-    assert '"action": "Search", "arguments": {"entity": "<entity>"}' in system and "Action: <one" not in system
+    assert (
+        '"action": "Search", "arguments": {"entity": "<entity>"}' in system and "Action: <one" not in system
+    )
     # The history shows earlier actions as JSON too.
     assert 'Action: {"action": "Search", "arguments": {"entity": "Sellin Line"}}' in second
 
@@ -222,14 +237,19 @@ def test_pal_runs_the_real_tool_when_the_program_defines_a_stand_in() -> None:
 
 def test_calls_written_as_text_are_read_back() -> None:
     offered = {"Search", "Lookup"}
-    tagged = 'Let me look.\n<tool_call>\n{"name": "Search", "arguments": {"entity": "Sellin Line"}}\n</tool_call>'
+    tagged = (
+        'Let me look.\n<tool_call>\n{"name": "Search", "arguments": {"entity": "Sellin Line"}}\n</tool_call>'
+    )
     calls, rest = calls_in_text(tagged, offered)
     assert [(c.name, c.parsed_arguments) for c in calls] == [("Search", {"entity": "Sellin Line"})]
     assert rest == "Let me look."
     # The bare object the 0.5B writes, its last brace missing (measured), and two objects in a row.
     calls, rest = calls_in_text('{"name": "Search", "arguments": {"entity": "Marie Curie"}', offered)
     assert calls[0].parsed_arguments == {"entity": "Marie Curie"} and rest == ""
-    two = '{"name": "Search", "arguments": {"entity": "a"}}\n{"name": "Lookup", "arguments": "{\\"keyword\\": \\"b\\"}"}'
+    two = (
+        '{"name": "Search", "arguments": {"entity": "a"}}\n'
+        '{"name": "Lookup", "arguments": "{\\"keyword\\": \\"b\\"}"}'
+    )
     assert [c.name for c in calls_in_text(two, offered)[0]] == ["Search", "Lookup"]
     # The call followed by a guess at its result (measured on the 0.5B): the call, the guess dropped.
     guess = '{"name": "Search", "arguments": {"entity": "Marie Curie"}}. The first paragraph is: born in 1867'
@@ -267,7 +287,10 @@ def test_function_calling_on_the_embedded_provider_reads_calls_written_as_text()
             try:
                 assert await model.supports_tools()
                 return await function_calling(
-                    model, DocumentEnvironment(CHUNKS).session(), "Where?", AgentConfig(workflow="function_calling")
+                    model,
+                    DocumentEnvironment(CHUNKS).session(),
+                    "Where?",
+                    AgentConfig(workflow="function_calling"),
                 )
             finally:
                 await model.aclose()
@@ -279,6 +302,6 @@ def test_function_calling_on_the_embedded_provider_reads_calls_written_as_text()
     assert t.steps[0].observation == "The Sellin Line runs ferries to Port Selwick."
     assert t.settings["action_format"] == "tool_calls"
     # The call went back to the server as an assistant tool call with its tool result.
-    assistant = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"][0]
+    assistant = next(m for m in bodies[-1]["messages"] if m["role"] == "assistant")
     assert assistant["tool_calls"][0]["function"]["name"] == "Search"
     assert [m["role"] for m in bodies[-1]["messages"]][-1] == "tool"
