@@ -46,8 +46,8 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", type=Path, help="rageval run folders")
     args = ap.parse_args()
     print(
-        "| system | F1 | EM | taxonomy | stops | answers | steps / answer | unparseable steps | tokens / answer "
-        "| s / answer | actions |"
+        "| system | F1 | EM | taxonomy | stops | answers | steps / answer | unparseable steps "
+        "| tokens / answer | s / answer | actions |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for path in args.runs:
