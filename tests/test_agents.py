@@ -505,6 +505,8 @@ def test_pal_program_runs_in_the_sandbox_and_is_corrected_after_an_error() -> No
     assert t.steps[0].error and t.steps[0].error.startswith("program_error: IndexError")
     assert [c.name for c in t.steps[1].tool_calls] == ["Search", "Lookup"]
     assert t.settings["sandbox"] == probe_tier().tier
+    enforced = t.settings["sandbox_enforced"]  # every limit says how this machine enforced it
+    assert set(enforced) == {"memory", "disk", "processes", "cpu", "wall"} and all(enforced.values())
     assert "(Result 1 / 1) It was first made in 1862." in t.scratchpad
 
 

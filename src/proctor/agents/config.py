@@ -60,5 +60,6 @@ class AgentConfig(BaseModel):
     sandbox: Literal["auto", "unsafe_local"] = Field(
         "auto",
         description="PAL: 'auto' runs programs under the strongest isolation the machine has (bubblewrap, "
-        "else a network namespace) and refuses without one; 'unsafe_local' runs them as plain subprocesses",
+        "else unshare with a root of its own) and refuses without one; 'unsafe_local' runs them as plain "
+        "subprocesses",
     )

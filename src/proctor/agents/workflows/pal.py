@@ -119,7 +119,11 @@ async def pal(
     )
     steps: list[AgentStep] = []
     attempts: list[dict[str, str]] = []
-    settings = {"sandbox": tier, "max_programs": cfg.limits.max_steps, "action_format": "code"}
+    settings: dict[str, object] = {
+        "sandbox": tier,
+        "max_programs": cfg.limits.max_steps,
+        "action_format": "code",
+    }
     first = next(iter(toolbox.tools.values()), None)
     example = (
         f"{first.name}({next(iter(first.arguments.model_fields), 'x')}='...')" if first else "f(x='...')"
@@ -146,6 +150,7 @@ async def pal(
             step.observation = step.error
             return step
         result = await run_program(code, toolbox=toolbox, limits=limits, tier=tier, allow_unsafe=unsafe)
+        settings["sandbox_enforced"] = result.enforced  # what this machine actually bounded, per limit
         step.action, step.arguments = "program", {"code": code}
         step.tool_calls = result.tool_calls
         if result.ok and result.answer is not None:
