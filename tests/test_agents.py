@@ -369,7 +369,13 @@ def test_dfsdt_visit_order_backtracking_and_give_up() -> None:
     assert [s.node for s in t.steps] == ["0.0", "0.0.0", "0.0.0.0", "0.1", "0.1.0", "0.1.1"]
     assert [s.action for s in t.steps] == ["Search", "Lookup", "GiveUp", "Search", None, "Finish"]
     assert t.stop == "finished" and t.answer == "Port Selwick"
-    assert t.settings == {"width": 2, "depth": 5, "queries": 20}
+    assert {k: t.settings[k] for k in ("width", "depth", "queries", "action_format")} == {
+        "width": 2,
+        "depth": 5,
+        "queries": 20,
+        "action_format": "text",
+    }  # a scripted model takes no JSON schemas: the text format, said so
+    assert "does not take JSON schemas" in t.settings["action_format_note"]
     # A query budget smaller than the tree stops with `budget`.
     small = AgentConfig(workflow="dfsdt", dfsdt_width=2, dfsdt_depth=5, dfsdt_queries=4)
     t = asyncio.run(
@@ -610,12 +616,6 @@ def test_function_calling_over_http_against_the_mock_server(tmp_path: Path) -> N
     assert len(tool_results) == 2 and tool_results[0]["tool_call_id"] == "call_0_0"
     assistant = [m for m in last["messages"] if m["role"] == "assistant"]
     assert assistant[0]["tool_calls"][0]["function"]["arguments"] == '{"entity": "Sellin Line"}'
-
-
-def test_embedded_model_declares_no_tool_support() -> None:
-    model = get_model("local/qwen2.5-coder-0.5b", cache=False)
-    assert asyncio.run(model.supports_tools()) is False
-    assert model.provider.server is None  # answered without starting the server
 
 
 def test_a_python_candidate_in_a_kieval_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

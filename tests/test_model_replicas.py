@@ -162,7 +162,7 @@ def test_local_replicas_share_identity_and_split_threads(monkeypatch: pytest.Mon
     assert [p.replica for p in locals_] == [0, 1, 2, 3]  # type: ignore[attr-defined]
     assert {p.settings.threads for p in locals_} == {2}  # type: ignore[attr-defined]
     assert four.max_concurrency == 4 * locals_[0].n_parallel  # type: ignore[attr-defined]
-    assert pool.supports_tools is False and pool.supports_prompt_logprobs is False
+    assert pool.supports_tools is True and pool.supports_prompt_logprobs is False
     # An explicit max_concurrency is the total, split into per-server slots.
     capped = get_model("local/qwen2.5-coder-0.5b", replicas=3, max_concurrency=7, threads=1, cache=False)
     assert capped.max_concurrency == 7

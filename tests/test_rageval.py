@@ -160,14 +160,18 @@ rageval:
     assert react["by_task"]["paper_count"]["value"] == 1.0 and react["by_task"]["interests"]["value"] == 0.0
     assert react["categories"]["RE"] == 3  # ran to its end (Finish[unknown]), nothing retrieved, wrong
     assert react["categories"]["EM"] + react["categories"]["AM"] == 3
+    # The scripted model takes no JSON schemas: ReAct ran in the text format, and the report says so.
+    assert react["action_formats"] == {"text": 6} and react["parse_error_steps"] == 0
     pipeline = s["systems"]["my-pipeline"]
     assert pipeline["f1"]["value"] == 0.0 and pipeline["categories"]["RE"] == 6
+    assert pipeline["action_formats"] == {}
     # The deterministic equivalence rules credit the exact counts, never "I do not know".
     assert react["equivalent"]["n"] == 6 and react["equivalent"]["value"] == pytest.approx(0.5)
     assert pipeline["equivalent"]["value"] == 0.0
     if probe_tier().tier != "none":
         pal = s["systems"]["pal:m"]
         assert pal["by_task"]["paper_count"]["value"] == 1.0, pal
+        assert pal["action_formats"] == {"code": 6}
     ranks = s["ranking"]
     assert (
         ranks[-1] == "my-pipeline"
@@ -176,6 +180,7 @@ rageval:
     html = (result.run_dir / "report.html").read_text()
     assert "Error taxonomy" in html and "Matching and deployment" in html
     assert "interrupted by" in html and "respectively" in html  # the ME / TE decision, under the table
+    assert "<th>actions</th>" in html and "<td>text</td>" in html
     assert html.count("data:image/png;base64") >= 2
     items = [json.loads(line) for line in (result.run_dir / "items.jsonl").read_text().splitlines()]
     answers = [i for i in items if i.get("kind") == "rageval_answer"]

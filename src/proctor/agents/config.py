@@ -48,6 +48,11 @@ class AgentConfig(BaseModel):
         "tools: 'mypkg.tools:TOOLS' or 'path/to/tools.py:TOOLS' (a list of typed functions)",
     )
     limits: Limits = Limits()
+    action_format: Literal["json", "text"] = Field(
+        "json",
+        description="ReAct / DFSDT: each step as JSON under the step's schema (json; text where the provider "
+        "takes no JSON schemas) or as R-Eval's 'Thought: / Action: Name[argument]' text (text)",
+    )
     step_max_tokens: int = Field(256, ge=16, description="reply budget of one model turn")
     dfsdt_width: int = Field(2, ge=1, le=8, description="DFSDT: children expanded per node")
     dfsdt_depth: int = Field(12, ge=1, le=50, description="DFSDT: maximum depth of the tree")

@@ -89,6 +89,7 @@ class AgentStep(BaseModel):
     latency_s: float = 0.0
     cached: bool = False
     node: str | None = None  # DFSDT: the tree node this step expanded
+    note: str | None = None  # what the workflow repaired in the reply before acting on it (PAL)
     tool_calls: list[ToolCall] = Field(default_factory=list)  # PAL: the calls its program made
 
 

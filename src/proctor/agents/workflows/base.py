@@ -13,7 +13,7 @@ from proctor.agents.config import Limits
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Toolbox
 from proctor.agents.trace import AgentStep, StopReason
-from proctor.errors import ModelCallError
+from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.models.base import Model
 from proctor.models.types import Completion, Message
 
@@ -86,16 +86,26 @@ async def model_turn(
     then: Callable[[AgentStep, Completion | None], Awaitable[AgentStep]] | None = None,
     toolbox: Toolbox | None = None,
     tools: list[dict[str, Any]] | None = None,
+    json_schema: dict[str, Any] | None = None,
 ) -> AgentStep:
     """One journaled turn: the stored step on replay (its tool call re-run on `toolbox` to restore the
     tools' state), else a model call (plus `then`, e.g. running the action the reply names) stored once
-    complete."""
+    complete. With `json_schema` the reply is parsed (and re-asked) by the model-call path; a reply that
+    still does not match becomes a step with a `parse_error` (and no completion for `then`)."""
 
     async def run() -> AgentStep:
         started = time.perf_counter()
-        completion = await model.generate(
-            messages, temperature=0.0, max_tokens=max_tokens, stop=stop, tools=tools
-        )
+        try:
+            completion = await model.generate(
+                messages, temperature=0.0, max_tokens=max_tokens, stop=stop, tools=tools,
+                json_schema=json_schema,
+            )  # fmt: skip
+        except StructuredOutputError as e:
+            step = AgentStep(index=int(index) if isinstance(index, int) else 0, raw=e.raw)
+            step.error = f"parse_error: {str(e).split(': ', 1)[-1]}"
+            step.observation = "Invalid reply: it is not one JSON object in the asked format."
+            step.latency_s = round(time.perf_counter() - started, 4)
+            return step
         step = step_from(int(index) if isinstance(index, int) else 0, completion, started)
         return await then(step, completion) if then is not None else step
 

@@ -7,16 +7,25 @@ ends the whole search. `GiveUp[]` abandons this node and its parent: the search 
 grandparent's next child. A reply without a valid action, a tool error, or the depth limit moves on to
 the next sibling. Every model turn counts against `queries`; running out stops with `budget`, an
 exhausted tree with `gave_up`. Steps are journaled by node id, so a resumed search replays its tree.
+Steps are written in the trajectory's action format (`workflows.actions`), as ReAct's are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Toolbox
 from proctor.agents.trace import AgentStep, Interruption, InterruptionReason, StopReason, Trajectory
+from proctor.agents.workflows.actions import (
+    action_format,
+    json_action_text,
+    json_forms,
+    read_json_step,
+    step_schema,
+)
 from proctor.agents.workflows.base import Guard, model_turn
 from proctor.agents.workflows.react import THOUGHT, action_forms, action_text, parse_action
 from proctor.errors import ModelCallError
@@ -56,22 +65,31 @@ class _Search:
 
     def __post_init__(self) -> None:
         self.guard = Guard(self.cfg.limits)
-        self.forms = action_forms(self.toolbox)
+        self.format, self.format_note = action_format(self.model, self.cfg.action_format)
+        json_steps = self.format == "json"
+        self.schema = step_schema(self.toolbox, give_up=True) if json_steps else None
+        self.forms = json_forms(self.toolbox) if json_steps else action_forms(self.toolbox)
+        self.shown = json_action_text if json_steps else action_text
 
     async def _act(self, step: AgentStep, completion: Completion | None) -> AgentStep:
-        thought = THOUGHT.search(step.raw)
-        step.thought = thought.group(1).strip() if thought else None
-        if "giveup[" in step.raw.replace(" ", "").lower().split("\nobservation")[0]:
-            step.action = "GiveUp"
-            return step
-        parsed = parse_action(step.raw, self.toolbox)
-        if isinstance(parsed, str):
-            step.error = f"parse_error: {parsed}"
-            step.observation = f"Invalid action ({parsed})."
-            return step
-        step.action, step.arguments = parsed
+        if self.schema is not None and completion is not None and isinstance(completion.parsed, dict):
+            read_json_step(step, completion.parsed)
+            if step.action == "GiveUp":
+                return step
+        else:
+            thought = THOUGHT.search(step.raw)
+            step.thought = thought.group(1).strip() if thought else None
+            if "giveup[" in step.raw.replace(" ", "").lower().split("\nobservation")[0]:
+                step.action = "GiveUp"
+                return step
+            parsed = parse_action(step.raw, self.toolbox)
+            if isinstance(parsed, str):
+                step.error = f"parse_error: {parsed}"
+                step.observation = f"Invalid action ({parsed})."
+                return step
+            step.action, step.arguments = parsed
         if step.action != "Finish":
-            call = await self.toolbox.call(step.action, step.arguments)
+            call = await self.toolbox.call(str(step.action), step.arguments)
             step.observation, step.error = call.observation, call.error
         return step
 
@@ -82,12 +100,12 @@ class _Search:
             if self.queries >= self.cfg.dfsdt_queries:
                 raise _Stop("budget", f"{self.cfg.dfsdt_queries} model calls", interruption="step_limit")
             view = [
-                {"thought": s.thought, "action_text": action_text(s), "observation": s.observation}
+                {"thought": s.thought, "action_text": self.shown(s), "observation": s.observation}
                 for s in path
             ]
             messages = render_messages(
                 PROMPT, tools=self.toolbox.describe(), forms=self.forms, question=self.question,
-                choices=self.choices, steps=view, siblings=tried,
+                choices=self.choices, steps=view, siblings=tried, json=self.schema is not None,
             )  # fmt: skip
             limit = self.guard.before_turn(0, sum(len(m["content"]) for m in messages))
             if limit is not None:
@@ -96,7 +114,8 @@ class _Search:
             try:
                 step = await model_turn(
                     self.journal, child, self.model, messages, max_tokens=self.cfg.step_max_tokens,
-                    stop=("\nObservation",), then=self._act, toolbox=self.toolbox,
+                    stop=() if self.schema is not None else ("\nObservation",), then=self._act,
+                    toolbox=self.toolbox, json_schema=self.schema,
                 )  # fmt: skip
             except ModelCallError as e:
                 if e.cause == "budget":
@@ -112,7 +131,7 @@ class _Search:
                 )
             if step.action == "GiveUp":
                 return ABANDON_PARENT
-            tried.append(action_text(step))
+            tried.append(self.shown(step))
             if step.error or depth + 1 >= self.cfg.dfsdt_depth:
                 continue  # an error or the depth limit: try a sibling
             if await self.expand(child, [*path, step], depth + 1) == ABANDON_PARENT:
@@ -124,7 +143,14 @@ async def dfsdt(
     model: Model, toolbox: Toolbox, question: str, cfg: AgentConfig, choices: list[str] | None = None
 ) -> Trajectory:
     search = _Search(model, toolbox, question, cfg, choices or [])
-    settings = {"width": cfg.dfsdt_width, "depth": cfg.dfsdt_depth, "queries": cfg.dfsdt_queries}
+    settings: dict[str, Any] = {
+        "width": cfg.dfsdt_width,
+        "depth": cfg.dfsdt_depth,
+        "queries": cfg.dfsdt_queries,
+        "action_format": search.format,
+    }
+    if search.format_note:
+        settings["action_format_note"] = search.format_note
     interruption: Interruption | None = None
     try:
         await search.expand("0", [], 0)

@@ -55,7 +55,10 @@ async def function_calling(
     steps: list[AgentStep] = []
 
     def end(stop: StopReason, detail: str, answer: str | None = None) -> Trajectory:
-        return Trajectory(workflow="function_calling", answer=answer, stop=stop, steps=steps, detail=detail)
+        return Trajectory(
+            workflow="function_calling", answer=answer, stop=stop, steps=steps, detail=detail,
+            settings={"action_format": "tool_calls", "tools_note": model.tools_note},
+        )  # fmt: skip
 
     async def act(step: AgentStep, completion: Completion | None) -> AgentStep:
         assert completion is not None

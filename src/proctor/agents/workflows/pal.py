@@ -2,6 +2,11 @@
 sandbox (`proctor.agents.sandbox`), its tool calls proxied back to the parent, and its `answer` is the
 answer. A program that fails (an exception, a limit) is shown to the model with the error, and it may write
 a corrected one, up to `max_steps` programs in all.
+
+The program comes in a fenced code block (every action format: code is written best as code). What small
+models get wrong around it is repaired rather than charged as a parse error: a block cut off by the token
+limit keeps its complete statements, and a program's own stand-in definitions of the tools are dropped so
+that it calls the real ones (`drop_tool_definitions`; the step's `note` says so).
 """
 
 from __future__ import annotations
@@ -21,19 +26,64 @@ from proctor.models.types import Completion
 from proctor.prompts import render_messages
 
 PROMPT = "agents/pal"
-_CODE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
+# A fenced block; its closing fence may be missing when the reply ran out of tokens.
+_CODE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(```|\Z)", re.S | re.I)
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(code, "program.py", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def extract_code(text: str) -> str | None:
-    """The program in the reply: the first fenced block, else the whole reply when it parses as Python."""
+    """The program in the reply: the first fenced block, else the whole reply when it parses as Python.
+
+    A block cut off by the reply's token limit (no closing fence) loses its unfinished last statements:
+    the longest prefix of whole lines that compiles is kept (what failed then shows when it runs)."""
     m = _CODE.search(text)
     if m:
-        return m.group(1).strip() or None
-    try:
-        compile(text, "program.py", "exec")
-    except SyntaxError:
+        code = m.group(1).strip()
+        if not m.group(2) and not _compiles(code):
+            lines = code.splitlines()
+            while lines and not _compiles("\n".join(lines)):
+                lines.pop()
+            code = "\n".join(lines).strip() or code
+        return code or None
+    if not _compiles(text):
         return None
     return text.strip() or None
+
+
+def drop_tool_definitions(code: str, toolbox: Toolbox) -> tuple[str, list[str]]:
+    """The program without its own top-level definitions of tool names (a `def`, a class or an assignment
+    such as `Search = ...`), and the names dropped. Small models often write a stand-in for a tool (a
+    function querying a database file that does not exist) before calling it; without the stand-in the
+    program calls the real tool, which is what it meant, and it cannot fake a tool's result."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, []
+    dropped: list[str] = []
+    kept: list[ast.stmt] = []
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if names and all(n in toolbox.tools for n in names):
+            dropped += names
+            continue
+        kept.append(node)
+    if not dropped:
+        return code, []
+    tree.body = kept
+    return ast.unparse(tree), dropped
 
 
 def _redefined(code: str, toolbox: Toolbox) -> str | None:
@@ -69,7 +119,11 @@ async def pal(
     )
     steps: list[AgentStep] = []
     attempts: list[dict[str, str]] = []
-    settings: dict[str, object] = {"sandbox": tier, "max_programs": cfg.limits.max_steps}
+    settings: dict[str, object] = {
+        "sandbox": tier,
+        "max_programs": cfg.limits.max_steps,
+        "action_format": "code",
+    }
     first = next(iter(toolbox.tools.values()), None)
     example = (
         f"{first.name}({next(iter(first.arguments.model_fields), 'x')}='...')" if first else "f(x='...')"
@@ -86,6 +140,9 @@ async def pal(
             step.error = "parse_error: no Python program in the reply"
             step.observation = "No program found: reply with one ```python code block."
             return step
+        code, dropped = drop_tool_definitions(code, toolbox)
+        if dropped:
+            step.note = f"the program's own definitions of {', '.join(dropped)} were dropped: the tools ran"
         redefined = _redefined(code, toolbox)
         if redefined:
             step.action, step.arguments = "program", {"code": code}

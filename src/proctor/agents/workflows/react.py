@@ -1,6 +1,8 @@
-"""ReAct: Thought / Action / Observation turns with a strict action grammar.
+"""ReAct: Thought / Action / Observation turns.
 
-An action is `Name[argument]` for a tool with one text parameter (Search[entity], Lookup[keyword]) — the
+Each turn is written in the trajectory's action format (`workflows.actions`): a JSON object under the
+step's schema (the default where the provider takes schemas), or R-Eval's text. In the text format an
+action is `Name[argument]` for a tool with one text parameter (Search[entity], Lookup[keyword]) — the
 call form `Name(argument)` (also `Name("argument")`, `Name(key: argument)`) is read the same way —,
 `Name{"arg": value, ...}` (a JSON object) for any tool, or `Finish[answer]`. A reply without a valid action
 gets an observation naming the valid forms (and counts toward `max_parse_errors`). The observation of a
@@ -19,6 +21,13 @@ from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Tool, Toolbox
 from proctor.agents.trace import AgentStep, StopReason, Trajectory
+from proctor.agents.workflows.actions import (
+    action_format,
+    json_action_text,
+    json_forms,
+    read_json_step,
+    step_schema,
+)
 from proctor.agents.workflows.base import Guard, model_turn, take_turn
 from proctor.models.base import Model
 from proctor.models.types import Completion
@@ -93,9 +102,18 @@ async def react(
 ) -> Trajectory:
     journal = Journal("react")
     guard = Guard(cfg.limits)
-    forms = action_forms(toolbox)
+    fmt, fmt_note = action_format(model, cfg.action_format)
+    schema = step_schema(toolbox) if fmt == "json" else None
+    forms = json_forms(toolbox) if fmt == "json" else action_forms(toolbox)
+    shown = json_action_text if fmt == "json" else action_text
     steps: list[AgentStep] = []
-    settings = {"max_steps": cfg.limits.max_steps, "repeat_limit": cfg.limits.repeat_limit}
+    settings: dict[str, Any] = {
+        "max_steps": cfg.limits.max_steps,
+        "repeat_limit": cfg.limits.repeat_limit,
+        "action_format": fmt,
+    }
+    if fmt_note:
+        settings["action_format_note"] = fmt_note
 
     def end(stop: StopReason, detail: str, answer: str | None = None) -> Trajectory:
         return Trajectory(
@@ -103,28 +121,28 @@ async def react(
         )
 
     async def act(step: AgentStep, completion: Completion | None) -> AgentStep:
-        thought = THOUGHT.search(step.raw)
-        step.thought = thought.group(1).strip() if thought else None
-        parsed = parse_action(step.raw, toolbox)
-        if isinstance(parsed, str):
-            step.error = f"parse_error: {parsed}"
-            step.observation = (
-                f"Invalid action ({parsed}). Valid actions: {', '.join(forms)}, Finish[<answer>]."
-            )
+        if schema is not None and completion is not None and isinstance(completion.parsed, dict):
+            read_json_step(step, completion.parsed)
+        else:
+            thought = THOUGHT.search(step.raw)
+            step.thought = thought.group(1).strip() if thought else None
+            parsed = parse_action(step.raw, toolbox)
+            if isinstance(parsed, str):
+                step.error = f"parse_error: {parsed}"
+                step.observation = (
+                    f"Invalid action ({parsed}). Valid actions: {', '.join(forms)}, Finish[<answer>]."
+                )
+                return step
+            step.action, step.arguments = parsed
+        if step.action == "Finish":
             return step
-        name, args = parsed
-        step.action, step.arguments = name, args
-        if name == "Finish":
-            return step
-        call = await toolbox.call(name, args)
+        call = await toolbox.call(str(step.action), step.arguments)
         step.observation = call.observation
         step.error = call.error
         return step
 
     while True:
-        view = [
-            {"thought": s.thought, "action_text": action_text(s), "observation": s.observation} for s in steps
-        ]
+        view = [{"thought": s.thought, "action_text": shown(s), "observation": s.observation} for s in steps]
         messages = render_messages(
             PROMPT,
             tools=toolbox.describe(),
@@ -132,6 +150,7 @@ async def react(
             question=question,
             choices=choices or [],
             steps=view,
+            json=fmt == "json",
         )
         stopped = await take_turn(
             guard,
@@ -144,9 +163,10 @@ async def react(
                 model,
                 messages,
                 max_tokens=cfg.step_max_tokens,
-                stop=("\nObservation",),
+                stop=() if schema is not None else ("\nObservation",),
                 then=act,
                 toolbox=toolbox,
+                json_schema=schema,
             ),
         )
         if stopped is not None:

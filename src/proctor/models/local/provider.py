@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from proctor.errors import ModelCallError, UserError
@@ -18,6 +19,7 @@ from proctor.models.local.server import (
     ServerSettings,
     get_server,
 )
+from proctor.models.local.tool_text import calls_in_text
 from proctor.models.local.weights import PackagedModel, ensure_weights, resolve_model
 from proctor.models.openai_compat import OpenAICompatProvider
 from proctor.models.types import GenerationParams, Message, RawReply
@@ -25,8 +27,9 @@ from proctor.models.types import GenerationParams, Message, RawReply
 log = logging.getLogger(__name__)
 
 TOOLS_NOTE = (
-    "the embedded llama.cpp server does no native function calling: it accepts `tools` but the packaged "
-    "models answer with the call written as text, never as `tool_calls` (use workflow react, pal or dfsdt)"
+    "declared by the local provider: llama.cpp renders `tools` through the packaged model's chat template "
+    "(Hermes-style <tool_call> blocks); calls the model writes without the tags are read from the reply's "
+    "text (`proctor.models.local.tool_text`)"
 )
 
 
@@ -58,11 +61,11 @@ class LocalProvider(OpenAICompatProvider):
         # logprobs only (no prompt logprobs), so option log-likelihood is off and nothing is sent to ask.
         self.supports_prompt_logprobs = False
         # Measured on xllamacpp 2026.10.11549 (Jinja templates on, its default) with the packaged
-        # Qwen2.5-Coder 0.5B and 1.5B: a request with `tools` is accepted (HTTP 200) but no reply carries
-        # `tool_calls`, not even with tool_choice="required"; the models write the call as JSON text in the
-        # content. So native function calling is not offered, and a request with `tools` is refused here
-        # rather than answered in text (use the react, pal or dfsdt workflows instead).
-        self.supports_tools = False
+        # Qwen2.5-Coder 0.5B and 1.5B: a request with `tools` is rendered through the model's chat template,
+        # which asks for `<tool_call>` blocks, but the models mostly write the bare call object, which
+        # llama.cpp returns as content. `complete` reads those calls from the content, so function calling
+        # works (see `tool_text`).
+        self.supports_tools = True
         self.tools_note = TOOLS_NOTE
         self.n_parallel = settings.n_parallel  # the default concurrency (read by get_model)
         self.startup_timeout_s = startup_timeout_s
@@ -85,11 +88,15 @@ class LocalProvider(OpenAICompatProvider):
             raise ModelCallError(
                 f"{self.where}: the embedded llama.cpp server returns no prompt logprobs", cause="unsupported"
             )
-        if params.tools is not None and not self.supports_tools:
-            raise ModelCallError(f"{self.where}: {TOOLS_NOTE}", cause="unsupported")
         if self.server is None or not self.server.running:
             await asyncio.to_thread(self.ensure_server)
-        return await super().complete(messages, params)
+        reply = await super().complete(messages, params)
+        if params.tools and not reply.tool_calls and params.tool_choice != "none":
+            offered = {str(t.get("function", {}).get("name")) for t in params.tools}
+            calls, text = calls_in_text(reply.text, offered)
+            if calls:
+                return replace(reply, text=text, tool_calls=calls, finish_reason="tool_calls")
+        return reply
 
     def close(self) -> None:
         """Stop this provider's server now rather than at interpreter exit."""

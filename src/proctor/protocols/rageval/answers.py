@@ -34,6 +34,10 @@ class RagAnswer(Payload):
     # Why the process was cut off before its own end (cause and side), None when it ran to its end.
     interruption: Interruption | None = None
     steps: int = 0
+    # How the agent wrote its actions: json / text (ReAct, DFSDT), code (PAL), tool_calls (function calling);
+    # None for a system without a trajectory.
+    action_format: str | None = None
+    parse_errors: int = 0  # steps whose reply held no valid action
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0

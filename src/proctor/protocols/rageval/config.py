@@ -27,7 +27,14 @@ class GridConfig(BaseModel):
     )
     llms: list[str] = Field(default_factory=list, description="keys of `models`")
     limits: Limits = Limits()
+    action_format: Literal["json", "text"] = Field(
+        "json",
+        description="ReAct / DFSDT steps as JSON under the step's schema (json; text where a provider takes "
+        "no JSON schemas) or as R-Eval's 'Thought: / Action: Name[argument]' text (text); the report says "
+        "which one each system used",
+    )
     step_max_tokens: int = Field(200, ge=16, description="reply budget of one agent turn")
+    dfsdt_queries: int = Field(30, ge=1, description="DFSDT: model calls per question (its step limit)")
     sandbox: Literal["auto", "unsafe_local"] = Field(
         "auto",
         description="PAL: the strongest sandbox available (auto), or plain subprocesses (unsafe_local)",

@@ -70,6 +70,10 @@ class RagSystem(Part):
     stops: dict[str, int]
     # Interrupted answers by cause (each cause is model- or tool-side: `agents.trace.TOOL_SIDE`).
     interruptions: dict[InterruptionReason, int] = Field(default_factory=dict)
+    # Answers by the action format their trajectory used (json, text, code, tool_calls), and the steps
+    # whose reply held no valid action.
+    action_formats: dict[str, int] = Field(default_factory=dict)
+    parse_error_steps: int = 0
     mean_steps: float | None
     mean_tokens: float | None
     mean_cost_usd: float | None

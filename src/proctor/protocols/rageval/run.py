@@ -82,7 +82,9 @@ async def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox
             agent = AgentConfig(
                 workflow=workflow,
                 limits=grid.limits,
+                action_format=grid.action_format,
                 step_max_tokens=grid.step_max_tokens,
+                dfsdt_queries=grid.dfsdt_queries,
                 sandbox=grid.sandbox,
             )
             na = None
@@ -90,6 +92,8 @@ async def _systems(ctx: RunContext[Config], envs: dict[str, Callable[[], Toolbox
                 na = "no sandbox on this machine: " + "; ".join(
                     f"{k}: {v}" for k, v in tier.unavailable.items()
                 )
+            if workflow == "function_calling" and not await model.supports_tools():
+                na = f"{model.spec} does no native function calling ({model.tools_note})"
 
             def make(
                 domain: str, llm: str = llm, agent: AgentConfig = agent, model: Model = model
@@ -149,9 +153,11 @@ async def _answer(
         if traj is not None:
             stop = str(traj.stop)
             totals = traj.totals()
+            fmt = traj.settings.get("action_format")
+            parse_errors = sum(1 for st in traj.steps if (st.error or "").startswith("parse_error"))
         else:
             stop = "finished" if text.strip() else "no_answer"
-            totals = {}
+            totals, fmt, parse_errors = {}, None, 0
         return RagAnswer(
             system=s.name,
             workflow=s.workflow,
@@ -170,6 +176,8 @@ async def _answer(
             stop=stop,
             interruption=c.interruption,
             steps=int(totals.get("steps", 0)),
+            action_format=str(fmt) if fmt else None,
+            parse_errors=parse_errors,
             prompt_tokens=int(totals.get("prompt_tokens", 0)),
             completion_tokens=int(totals.get("completion_tokens", 0)),
             cost_usd=float(totals.get("cost_usd", 0.0)),

@@ -62,6 +62,8 @@ def _system(ctx: RunContext[Config], s: System, mine: list[RagAnswer], failed: d
         interruptions=dict(
             sorted(Counter(a.interruption.reason for a in mine if a.interruption is not None).items())
         ),
+        action_formats=dict(sorted(Counter(a.action_format for a in mine if a.action_format).items())),
+        parse_error_steps=sum(a.parse_errors for a in mine),
         mean_steps=round(sum(a.steps for a in mine) / n, 3) if n else None,
         mean_tokens=round(sum(a.prompt_tokens + a.completion_tokens for a in mine) / n, 1) if n else None,
         mean_cost_usd=round(sum(a.cost_usd for a in mine) / n, 8) if n else None,
@@ -99,6 +101,7 @@ def summarise(
             "equivalent": scored[name].equivalent.text(),
             **{lv: _level_text(scored[name].by_level.get(lv)) for lv in ctx.settings.levels},
             "tokens/q": f"{scored[name].mean_tokens:.0f}",
+            "actions": ", ".join(scored[name].action_formats) or "—",
         }
         for i, name in enumerate(ranked)
     ]
