@@ -39,6 +39,7 @@ from proctor.candidates.multiple_choice import select_option
 from proctor.estimates import Estimate
 from proctor.models import get_model
 from proctor.models.base import Model
+from proctor.protocols.exam.exam_file import ExamQuestion
 from proctor.protocols.exam.grading import answer_messages
 from proctor.runner import run_config
 
@@ -85,7 +86,8 @@ async def answer_all(
     out: dict[str, bool | None] = {}
     for q in exam:
         try:
-            sel = await select_option(models[cand.model], answer_messages(q, [], passages), q["choices"])
+            item = ExamQuestion.model_validate(q)
+            sel = await select_option(models[cand.model], answer_messages(item, [], passages), item.choices)
             out[q["id"]] = sel.letter == q["answer"]
         except Exception as e:  # recorded per item with its cause, never scored
             print(f"  {cand.name} {q['id']}: {type(e).__name__}: {e}")

@@ -168,7 +168,7 @@ def test_unlabelled_file_has_no_card_until_rows_are_labelled_in_the_viewer(tmp_p
         r = viewer.post(  # labelled in `proctor view`: the latest label of a row counts, "unsure" does not
             f"/runs/{run_dir.name}/labels",
             json={"item_id": keys[row], "label": label, "annotator": "ann", "note": ""},
-            headers={"X-CSRF-Token": "t"},
+            headers={"X-CSRF-Token": "t", "Origin": "http://127.0.0.1"},
         )
         assert r.status_code == 200, r.text
     assert "judged_answer" in viewer.get(f"/runs/{run_dir.name}/items").text

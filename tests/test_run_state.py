@@ -93,8 +93,26 @@ def _only_run(out: Path) -> Path:
     return run_dir
 
 
-def test_missing_corpus_marks_the_run_failed_and_resume_after_the_fix_finishes_it(tmp_path: Path) -> None:
-    cfg = _config(tmp_path)  # docs/ does not exist yet
+def test_input_errors_are_refused_before_a_run_folder_is_made(tmp_path: Path) -> None:
+    """A missing corpus or a bad Python import path is found by the pre-flight check: nothing is created,
+    so nothing is left marked running; after the fix the run goes ahead."""
+    out = tmp_path / "runs"
+    with pytest.raises(UserError, match="corpus"):
+        run_config(_config(tmp_path), out=out, show_progress=False)  # docs/ does not exist yet
+    _docs(tmp_path)
+    bad = _config(tmp_path, candidate="{name: c, python: 'no_such_module_xyz.answers:answer'}")
+    with pytest.raises(UserError, match="no_such_module_xyz"):
+        run_config(bad, out=out, show_progress=False)
+    assert not out.exists() or not any(out.iterdir())
+    done = run_config(_config(tmp_path), out=out, show_progress=False)
+    assert _status(done.run_dir) == "finished"
+
+
+def test_a_user_error_inside_the_run_marks_it_failed_and_resume_after_the_fix_finishes_it(
+    tmp_path: Path,
+) -> None:
+    cfg = _config(tmp_path)
+    (tmp_path / "docs").mkdir()  # exists, so the pre-flight check passes; empty, so reading it fails
     out = tmp_path / "runs"
     with pytest.raises(UserError) as e:
         run_config(cfg, out=out, show_progress=False)
@@ -104,7 +122,7 @@ def test_missing_corpus_marks_the_run_failed_and_resume_after_the_fix_finishes_i
     assert "ERROR" in log and f"run {run_dir.name} failed" in log
     assert str(e.value).split(".")[0] in log  # the one-paragraph message itself
     (listed,) = list_runs(out)
-    assert listed.status == "failed" and listed.failure and "corpus" in listed.failure
+    assert listed.status == "failed" and listed.failure and "corpus" in listed.failure.lower()
 
     _docs(tmp_path)
     again = run_config(cfg, out=out, resume=True, show_progress=False)
@@ -112,17 +130,6 @@ def test_missing_corpus_marks_the_run_failed_and_resume_after_the_fix_finishes_i
     assert _status(run_dir) == "finished"
     assert again.summary["candidates"]["c"]["answered"] == 2
     assert list_runs(out)[0].failure is None
-
-
-def test_bad_python_import_path_marks_the_run_failed(tmp_path: Path) -> None:
-    _docs(tmp_path)
-    cfg = _config(tmp_path, candidate="{name: c, python: 'no_such_module_xyz.answers:answer'}")
-    out = tmp_path / "runs"
-    with pytest.raises(UserError, match="no_such_module_xyz"):
-        run_config(cfg, out=out, show_progress=False)
-    run_dir = _only_run(out)
-    assert _status(run_dir) == "failed"
-    assert "no_such_module_xyz" in (run_dir / "proctor.log").read_text()
 
 
 def test_an_unexpected_exception_marks_the_run_failed_with_its_traceback(tmp_path: Path) -> None:
