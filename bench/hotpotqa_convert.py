@@ -5,7 +5,7 @@ Unpickling runs code, so it happens once, here, in a throwaway child process und
 the file system read-only, user `nobody`. The child prints plain JSON; the parent validates it and writes
 the JSONL. Nothing in the package or the tests unpickles anything.
 
-    git --git-dir=<R-Eval mirror> show 513756b:hotpotqa_run/data/easy.joblib > /tmp/hp/easy.joblib  # medium, hard
+    git --git-dir=<mirror> show 513756b:hotpotqa_run/data/easy.joblib > /tmp/hp/easy.joblib  # medium, hard
     python bench/hotpotqa_convert.py /tmp/hp src/proctor/data/hotpotqa/r_eval_hotpotqa.jsonl
 
 The conversion changes the format only: the rows, their order (easy, medium, hard as in the files) and

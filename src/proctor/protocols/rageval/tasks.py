@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -53,6 +54,21 @@ class RagTask(Payload):
     gold: str
     origin: str = "seed"
     support_ids: list[str] = Field(default_factory=list)
+    # HotpotQA's own difficulty level (easy / medium / hard), when the file gives one.
+    difficulty: str | None = None
+    # The environment the task is answered in, when not the domain's one (a HotpotQA question in the
+    # distractor setting: its own paragraphs).
+    environment: str | None = None
+
+
+@dataclass(frozen=True)
+class HotpotSet:
+    """A HotpotQA file read: its tasks, and the paragraphs (as chunks) of the shared corpus and of each
+    question (by environment name) for the distractor setting."""
+
+    tasks: list[RagTask]
+    shared: list[Chunk]
+    own: dict[str, list[Chunk]]
 
 
 class Proposed(Payload):
@@ -222,42 +238,100 @@ def _qtask(ctx: RunContext[Config], level: Level, cs: list[Chunk], bridge: str |
     )  # fmt: skip
 
 
-def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> tuple[list[RagTask], list[Chunk]]:
-    """HotpotQA records (question, answer, type, context [[title, [sentences]]]) -> tasks (KA: multi-hop),
-    and the context paragraphs as chunks of a document environment (one page per title)."""
+def _paragraphs(context: Any) -> list[tuple[str, list[str]]]:
+    """A row's context as (title, sentences): HotpotQA's [[title, [sentences]]] or [{title, sentences}]."""
+    out = []
+    for para in context:
+        if isinstance(para, dict):
+            title, sents = para.get("title"), para.get("sentences")
+        else:
+            title, sents = para
+        out.append((str(title), [str(s) for s in sents or []]))
+    return out
+
+
+def _chunk(source: str, title: str, text: str) -> Chunk:
+    return Chunk(
+        f"hc_{content_id(title)}", f"hd_{content_id(title)}", f"{source}#{title}", text, 0, {"title": title}
+    )
+
+
+def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> HotpotSet:
+    """HotpotQA records (question, answer, type, level, context) -> tasks (R-Eval level KA: multi-hop), one
+    per asked setting: `shared` answers over one document environment of every paragraph of the file (one
+    page per title), `distractor` over the question's own paragraphs (its environment is named by its id).
+    `shared` keeps the domain `hotpotqa`; `distractor` tasks are domain `hotpotqa-distractor`."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"rageval.hotpotqa: {p} does not exist. Give a HotpotQA JSON or JSONL file.")
+    cfg = ctx.settings
     fmt: Literal["jsonl", "json"] = "jsonl" if p.suffix in (".jsonl", ".ndjson") else "json"
-    tasks: list[RagTask] = []
-    pages: dict[str, str] = {}
+    rows: list[tuple[RagTask, list[tuple[str, list[str]]]]] = []
     skipped = 0
     for rec in read_records(p, field="rageval.hotpotqa", format=fmt):
         d = rec.data
         if not isinstance(d, dict) or not d.get("question") or not d.get("answer") or not d.get("context"):
             skipped += 1
             continue
-        for title, sents in d["context"]:
-            pages.setdefault(str(title), " ".join(str(s).strip() for s in sents))
-        tasks.append(
-            RagTask(
-                task_id=_task_id("hp", d.get("_id") or d["question"]),
-                task=f"hotpotqa/{d.get('type', 'multi-hop')}",
-                level="KA",
-                domain="hotpotqa",
-                question=str(d["question"]),
-                gold=str(d["answer"]),
-                support_ids=[str(t) for t, _ in d.get("supporting_facts") or []],
-            )
+        try:
+            paras = _paragraphs(d["context"])
+        except (TypeError, ValueError):
+            skipped += 1
+            continue
+        level = d.get("level")
+        task = RagTask(
+            task_id=_task_id("hp", d.get("_id") or d.get("id") or d["question"]),
+            task=f"hotpotqa/{d.get('type', 'multi-hop')}",
+            level="KA",
+            domain="hotpotqa",
+            question=str(d["question"]),
+            gold=str(d["answer"]),
+            support_ids=list(dict.fromkeys(str(t) for t, _ in d.get("supporting_facts") or [])),
+            difficulty=str(level) if level else None,
         )
-    if ctx.settings.hotpotqa_questions is not None and len(tasks) > ctx.settings.hotpotqa_questions:
+        rows.append((task, paras))
+    if cfg.hotpotqa_per_level is not None:
+        by_level: dict[str | None, list[int]] = {}
+        for i, (t, _) in enumerate(rows):
+            by_level.setdefault(t.difficulty, []).append(i)
         pick = sorted(
-            int(i) for i in ctx.rng.choice(len(tasks), ctx.settings.hotpotqa_questions, replace=False)
+            idx[int(j)]
+            for _, idx in sorted(by_level.items(), key=lambda kv: str(kv[0]))
+            for j in ctx.rng.choice(len(idx), min(cfg.hotpotqa_per_level, len(idx)), replace=False)
         )
-        tasks = [tasks[i] for i in pick]
-    chunks = [
-        Chunk(f"hc_{content_id(t)}", f"hd_{content_id(t)}", f"{p.name}#{t}", text, 0, {"title": t})
-        for t, text in pages.items()
-    ]
-    stats.hotpotqa = {"questions": len(tasks), "paragraphs": len(chunks), "skipped": skipped}
-    return tasks, chunks
+        rows = [rows[i] for i in pick]
+    elif cfg.hotpotqa_questions is not None and len(rows) > cfg.hotpotqa_questions:
+        pick = sorted(int(i) for i in ctx.rng.choice(len(rows), cfg.hotpotqa_questions, replace=False))
+        rows = [rows[i] for i in pick]
+    # The shared corpus holds every paragraph of the file, not only the sampled questions' (distractors).
+    pages: dict[str, str] = {}
+    for rec in read_records(p, field="rageval.hotpotqa", format=fmt):
+        d = rec.data
+        if isinstance(d, dict) and d.get("question") and d.get("answer") and d.get("context"):
+            try:
+                for title, sents in _paragraphs(d["context"]):
+                    pages.setdefault(title, " ".join(s.strip() for s in sents))
+            except (TypeError, ValueError):
+                continue
+    tasks: list[RagTask] = []
+    own: dict[str, list[Chunk]] = {}
+    for t, paras in rows:
+        if "shared" in cfg.hotpotqa_settings:
+            tasks.append(t)
+        if "distractor" in cfg.hotpotqa_settings:
+            env = f"hotpotqa-distractor/{t.task_id}"
+            own[env] = [_chunk(p.name, title, " ".join(s.strip() for s in sents)) for title, sents in paras]
+            distractor = {"domain": "hotpotqa-distractor", "environment": env}
+            tasks.append(t.model_copy(update={**distractor, "task_id": _task_id(t.task_id, "distractor")}))
+    shared = (
+        [_chunk(p.name, t, text) for t, text in pages.items()] if "shared" in cfg.hotpotqa_settings else []
+    )
+    stats.hotpotqa = {
+        "questions": len(rows),
+        "paragraphs": len(pages),
+        "skipped": skipped,
+        **{
+            f"level {k}": v for k, v in sorted(Counter(t.difficulty for t, _ in rows if t.difficulty).items())
+        },
+    }
+    return HotpotSet(tasks=tasks, shared=shared, own=own)
