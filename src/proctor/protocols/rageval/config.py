@@ -59,7 +59,9 @@ class Config(BaseModel):
     )
     hotpotqa_questions: int | None = Field(None, ge=1, description="sample this many; null = all")
     hotpotqa_per_level: int | None = Field(
-        None, ge=1, description="instead: sample this many per HotpotQA level (easy / medium / hard)"
+        None,
+        ge=1,
+        description="instead: the first this many of each HotpotQA level (easy, medium, hard) in file order",
     )
     hotpotqa_settings: list[Literal["shared", "distractor"]] = Field(
         ["shared"],

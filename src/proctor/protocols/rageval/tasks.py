@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field, ValidationError
@@ -24,6 +24,14 @@ from proctor.errors import StepError, UserError
 from proctor.ids import content_id
 from proctor.kit.context import RunContext
 from proctor.kit.shared.graph import build_context_graph
+from proctor.kit.shared.hotpotqa import (
+    Paragraph,
+    corpus_chunks,
+    file_format,
+    first_per_level,
+    paragraph_chunk,
+    paragraphs,
+)
 from proctor.kit.shared.questions import (
     Question,
     QuestionTask,
@@ -238,24 +246,6 @@ def _qtask(ctx: RunContext[Config], level: Level, cs: list[Chunk], bridge: str |
     )  # fmt: skip
 
 
-def _paragraphs(context: Any) -> list[tuple[str, list[str]]]:
-    """A row's context as (title, sentences): HotpotQA's [[title, [sentences]]] or [{title, sentences}]."""
-    out = []
-    for para in context:
-        if isinstance(para, dict):
-            title, sents = para.get("title"), para.get("sentences")
-        else:
-            title, sents = para
-        out.append((str(title), [str(s) for s in sents or []]))
-    return out
-
-
-def _chunk(source: str, title: str, text: str) -> Chunk:
-    return Chunk(
-        f"hc_{content_id(title)}", f"hd_{content_id(title)}", f"{source}#{title}", text, 0, {"title": title}
-    )
-
-
 def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> HotpotSet:
     """HotpotQA records (question, answer, type, level, context) -> tasks (R-Eval level KA: multi-hop), one
     per asked setting: `shared` answers over one document environment of every paragraph of the file (one
@@ -265,17 +255,16 @@ def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> Hotp
     if not p.is_file():
         raise UserError(f"rageval.hotpotqa: {p} does not exist. Give a HotpotQA JSON or JSONL file.")
     cfg = ctx.settings
-    fmt: Literal["jsonl", "json"] = "jsonl" if p.suffix in (".jsonl", ".ndjson") else "json"
-    rows: list[tuple[RagTask, list[tuple[str, list[str]]]]] = []
+    rows: list[tuple[RagTask, list[Paragraph]]] = []
     skipped = 0
-    for rec in read_records(p, field="rageval.hotpotqa", format=fmt):
+    for rec in read_records(p, field="rageval.hotpotqa", format=file_format(p)):
         d = rec.data
         if not isinstance(d, dict) or not d.get("question") or not d.get("answer") or not d.get("context"):
             skipped += 1
             continue
         try:
-            paras = _paragraphs(d["context"])
-        except (TypeError, ValueError):
+            paras = paragraphs(d["context"])
+        except (KeyError, TypeError, ValueError):
             skipped += 1
             continue
         level = d.get("level")
@@ -291,28 +280,12 @@ def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> Hotp
         )
         rows.append((task, paras))
     if cfg.hotpotqa_per_level is not None:
-        by_level: dict[str | None, list[int]] = {}
-        for i, (t, _) in enumerate(rows):
-            by_level.setdefault(t.difficulty, []).append(i)
-        pick = sorted(
-            idx[int(j)]
-            for _, idx in sorted(by_level.items(), key=lambda kv: str(kv[0]))
-            for j in ctx.rng.choice(len(idx), min(cfg.hotpotqa_per_level, len(idx)), replace=False)
-        )
-        rows = [rows[i] for i in pick]
+        rows = first_per_level(rows, cfg.hotpotqa_per_level, lambda r: r[0].difficulty)
     elif cfg.hotpotqa_questions is not None and len(rows) > cfg.hotpotqa_questions:
         pick = sorted(int(i) for i in ctx.rng.choice(len(rows), cfg.hotpotqa_questions, replace=False))
         rows = [rows[i] for i in pick]
     # The shared corpus holds every paragraph of the file, not only the sampled questions' (distractors).
-    pages: dict[str, str] = {}
-    for rec in read_records(p, field="rageval.hotpotqa", format=fmt):
-        d = rec.data
-        if isinstance(d, dict) and d.get("question") and d.get("answer") and d.get("context"):
-            try:
-                for title, sents in _paragraphs(d["context"]):
-                    pages.setdefault(title, " ".join(s.strip() for s in sents))
-            except (TypeError, ValueError):
-                continue
+    shared = corpus_chunks(p, "rageval.hotpotqa")
     tasks: list[RagTask] = []
     own: dict[str, list[Chunk]] = {}
     for t, paras in rows:
@@ -320,18 +293,15 @@ def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> Hotp
             tasks.append(t)
         if "distractor" in cfg.hotpotqa_settings:
             env = f"hotpotqa-distractor/{t.task_id}"
-            own[env] = [_chunk(p.name, title, " ".join(s.strip() for s in sents)) for title, sents in paras]
+            own[env] = [paragraph_chunk(p.name, title, sents) for title, sents in paras]
             distractor = {"domain": "hotpotqa-distractor", "environment": env}
             tasks.append(t.model_copy(update={**distractor, "task_id": _task_id(t.task_id, "distractor")}))
-    shared = (
-        [_chunk(p.name, t, text) for t, text in pages.items()] if "shared" in cfg.hotpotqa_settings else []
-    )
     stats.hotpotqa = {
         "questions": len(rows),
-        "paragraphs": len(pages),
+        "paragraphs": len(shared),
         "skipped": skipped,
         **{
             f"level {k}": v for k, v in sorted(Counter(t.difficulty for t, _ in rows if t.difficulty).items())
         },
     }
-    return HotpotSet(tasks=tasks, shared=shared, own=own)
+    return HotpotSet(tasks=tasks, shared=shared if "shared" in cfg.hotpotqa_settings else [], own=own)
