@@ -378,6 +378,18 @@ def qa_context(run: Run) -> dict[str, Any]:
         "questions": _question_browser(questions, answers, judged, judges),
         "n_answers": len(answers),
         "agreement": _agreement(answers, judged) if {WITH_REF, WITHOUT_REF} <= set(judges) else None,
+        "judge_f1": (
+            {
+                "rows": [
+                    (name, c.judge_f1_disagreement)
+                    for name, c in result.candidates.items()
+                    if c.judge_f1_disagreement is not None
+                ],
+                "examples": result.disagreements,
+            }
+            if result is not None and any(c.judge_f1_disagreement for c in result.candidates.values())
+            else None
+        ),
         "judge_label": judge_label,
         "traces": [
             {"candidate": a.value.candidate, "question": a.value.question, "trace": a.value.trace}
