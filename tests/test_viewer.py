@@ -205,6 +205,74 @@ def test_item_paging_filters_and_search(client: TestClient, runs) -> None:
     assert set(re.findall(r'data-key="([^"]+)"', client.get(f"/runs/{a}/items").text)) == keys()
 
 
+def test_item_list_sorts_by_every_column_pages_stably_and_keeps_the_order(client: TestClient, runs) -> None:
+    root, a, _ = runs
+    folder = root / a
+    answers = _answer_keys(root, a)
+    data = {
+        k: json.loads(d)
+        for k, d in sqlite3.connect(folder / "run.sqlite").execute(
+            "SELECT key, data FROM items WHERE kind='answer'"
+        )
+    }
+    seq = dict(sqlite3.connect(folder / "run.sqlite").execute("SELECT key, seq FROM items"))
+    run = open_run(folder)
+    run.attach_index(ensure_index(folder))
+    for order in ("asc", "desc"):
+        f = items_q.ItemFilter(kind="answer", sort="answer", order=order)
+        paged = [
+            r.key for p in (1, 2, 3) for r in items_q.page(run, f.model_copy(update={"page": p}), size=2).rows
+        ]
+        expected = sorted(
+            answers.values(),
+            key=lambda k: ((data[k].get("answer") or "").lower()[:48], seq[k]),
+            reverse=order == "desc",
+        )
+        assert paged == expected  # one total order across pages, ties broken by insertion number
+        # j / k on an item page walk the same order.
+        middle = paged[2]
+        assert items_q.neighbours(run, f, seq[middle]) == (paged[1], paged[3])
+        assert items_q.neighbours(run, f, seq[paged[0]])[0] is None
+    run.close()
+
+    def listed(**params: str) -> list[str]:
+        html = client.get(f"/runs/{a}/items", params={"kind": "answer", **params}).text
+        return re.findall(r'data-key="([^"]+)"', html)
+
+    by_candidate = listed(sort="candidate")
+    assert [data[k]["candidate"] for k in by_candidate] == ["broken"] * 3 + ["solo"] * 3
+    assert [data[k]["candidate"] for k in listed(sort="candidate", order="desc")] == ["solo"] * 3 + [
+        "broken"
+    ] * 3
+    by_question = listed(sort="item")
+    assert [data[k]["question"] for k in by_question] == sorted(data[k]["question"] for k in by_question)
+    assert listed(sort="seq", order="desc") == sorted(answers.values(), key=seq.get, reverse=True)
+    # Failed answers have no verdict: they sort first, then correct, then incorrect.
+    verdicts = listed(sort="judgments")
+    assert verdicts[-1] == answers["solo|What colour are Quillan lanterns?"]
+    assert {data[k]["candidate"] for k in verdicts[:3]} == {"broken"}
+    status = dict(sqlite3.connect(folder / "run.sqlite").execute("SELECT key, status FROM items"))
+    assert len({status[k] for k in answers.values()}) == 2
+    assert listed(sort="status", order="desc") == sorted(
+        answers.values(), key=lambda k: (status[k], seq[k]), reverse=True
+    )  # descending is the exact reverse: ties in reverse insertion order
+    # By the latest label: the one labelled item comes last ascending ('' sorts first), first descending.
+    tarn = answers["solo|In which year was the Tarn canal opened?"]
+    assert _post_label(client, a, tarn, "unsure", who="sorter").status_code == 200
+    assert listed(sort="labels")[-1] == tarn and listed(sort="labels", order="desc")[0] == tarn
+    # Headers link to their sort (a second click reverses it), and the filters stay in the links.
+    html = client.get(
+        f"/runs/{a}/items", params={"kind": "answer", "candidate": "solo", "sort": "answer"}
+    ).text
+    head = html.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    assert 'aria-sort="ascending"' in head and "sort=answer&amp;order=desc" in head
+    assert "candidate=solo" in head and "sort=status" in head
+    assert "sort=answer" in html.split('id="items"', 1)[1]  # item links carry the order to j / k
+    # Only the listed columns: anything else is refused, never put into SQL.
+    assert client.get(f"/runs/{a}/items", params={"sort": "seq; DROP TABLE items"}).status_code == 400
+    assert client.get(f"/runs/{a}/items", params={"order": "sideways"}).status_code == 400
+
+
 def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) -> None:
     root, a, _ = runs
     key = _answer_keys(root, a)["solo|Who founded the city of Velmora?"]

@@ -2,7 +2,10 @@
 filters and pages over indexed columns whatever the run's size (`RunRecord.attach_index` and the paged
 queries after it read it).
 
-* `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter;
+* `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter,
+  with the sort keys of the item list's columns (`title_key`, `answer_key`: the start of the item's title
+  and answer, lower-cased; `verdicts`: its judgments' verdicts in judge order), indexed per kind so a
+  sorted list pages without sorting the run;
 * `item_judgment` — one row per judgment (seq, judge, verdict, error cause), indexed by verdict and cause;
 * `outcome` — one row per judgment with a binary outcome, keyed by what matches its item across runs, so
   comparing two runs is one indexed join of two small tables (`paired_outcomes`), not a re-read of both;
@@ -25,18 +28,23 @@ from proctor.store.record import RUN_FILE, store_files
 from proctor.store.safe_files import check_sqlite
 
 INDEX_FILE = "viewer.sqlite"
-VERSION = "4"
+VERSION = "5"
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE IF NOT EXISTS item_meta (
-  seq INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT, status TEXT, candidate TEXT, error_cause TEXT);
+  seq INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT, status TEXT, candidate TEXT NOT NULL DEFAULT '',
+  error_cause TEXT, title_key TEXT NOT NULL DEFAULT '', answer_key TEXT NOT NULL DEFAULT '',
+  verdicts TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS item_meta_kind ON item_meta(kind, seq);
 CREATE INDEX IF NOT EXISTS item_meta_cand ON item_meta(kind, candidate, seq);
 CREATE INDEX IF NOT EXISTS item_meta_status ON item_meta(kind, status, seq);
 CREATE INDEX IF NOT EXISTS item_meta_cause ON item_meta(error_cause, seq);
+CREATE INDEX IF NOT EXISTS item_meta_title ON item_meta(kind, title_key, seq);
+CREATE INDEX IF NOT EXISTS item_meta_answer ON item_meta(kind, answer_key, seq);
+CREATE INDEX IF NOT EXISTS item_meta_verdicts ON item_meta(kind, verdicts, seq);
 CREATE TABLE IF NOT EXISTS item_judgment (seq INTEGER, judge TEXT, verdict TEXT, error_cause TEXT);
 CREATE INDEX IF NOT EXISTS item_judgment_seq ON item_judgment(seq, judge);
 CREATE INDEX IF NOT EXISTS item_judgment_verdict ON item_judgment(verdict, judge, seq);
@@ -67,6 +75,19 @@ FROM (SELECT j.item_key, j.judge, j.verdict, j.score, i.kind,
         AND (j.verdict IN ('correct', 'incorrect') OR typeof(j.score) IN ('integer', 'real'))
       ORDER BY j.rowid) o
 """
+# The payload fields that stand for an item's title (the question, or what takes its place) and its answer,
+# first non-empty one wins: the item list shows them and sorts by them.
+TITLE_FIELDS = ("question", "interactor_question", "keyword", "title", "text", "name", "task")
+ANSWER_FIELDS = ("answer", "candidate_reply", "reply", "prediction", "output")
+# How many characters of a title or answer its sort key keeps (enough to order what a page shows).
+SORT_KEY_CHARS = 48
+
+
+def _first_field(names: tuple[str, ...]) -> str:
+    picks = ", ".join(f"NULLIF(CAST(json_extract(data, '$.{n}') AS TEXT), '')" for n in names)
+    return f"lower(substr(COALESCE({picks}, ''), 1, {SORT_KEY_CHARS}))"
+
+
 # Every string in an item's data, its key and its error: what a search matches.
 _ITEM_TEXT = (
     "r.key || ' ' || COALESCE((SELECT group_concat(t.value, ' ') FROM json_tree(r.data) t"
@@ -135,8 +156,10 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
             "DELETE FROM main.item_meta WHERE seq IN (SELECT seq FROM run.items WHERE updated >= ?)", (since,)
         )
     side.execute(
-        "INSERT OR REPLACE INTO main.item_meta (seq, key, kind, status, candidate, error_cause)"
-        " SELECT seq, key, kind, status, json_extract(data, '$.candidate'), error_cause FROM run.items"
+        "INSERT OR REPLACE INTO main.item_meta"
+        " (seq, key, kind, status, candidate, error_cause, title_key, answer_key)"
+        " SELECT seq, key, kind, status, COALESCE(CAST(json_extract(data, '$.candidate') AS TEXT), ''),"
+        f" error_cause, {_first_field(TITLE_FIELDS)}, {_first_field(ANSWER_FIELDS)} FROM run.items"
         " WHERE updated >= ?",
         (since,),
     )
@@ -145,6 +168,12 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
         "INSERT INTO main.item_judgment (seq, judge, verdict, error_cause)"
         " SELECT i.seq, j.judge, j.verdict, j.error_cause FROM run.judgments j JOIN run.items i"
         " ON i.key = j.item_key"
+    )
+    # Judgments carry no time: every item's verdicts key is recomputed with them.
+    side.execute(
+        "UPDATE main.item_meta SET verdicts = COALESCE((SELECT group_concat(v, ' ') FROM"
+        " (SELECT COALESCE(j.verdict, j.error_cause, '') AS v FROM main.item_judgment j"
+        " WHERE j.seq = item_meta.seq ORDER BY j.judge, j.rowid)), '')"
     )
     side.execute("DELETE FROM main.outcome")
     side.execute(_OUTCOMES)

@@ -24,6 +24,7 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from proctor.store.safe_files import check_sqlite
 from proctor.store.transcripts import (
     CallTranscript,
     TranscriptMessage,
@@ -41,6 +42,23 @@ StoreError = sqlite3.Error
 _CHUNK = 500
 # The side index's schema name while attached (`attach_index`; built by `proctor.store.index`).
 INDEX_ALIAS = "vx"
+# The run folder's labels database while attached (`attach_labels`), for sorting by the latest label.
+LABELS_ALIAS = "lx"
+# The item list's sortable columns: name -> SQL expression over the side index's `item_meta m` (never a
+# string from the request). Each is non-NULL, and the insertion number breaks ties, so a sorted list is
+# one total order: it pages stably and an item's neighbours are its rows above and below.
+SORT_KEYS: dict[str, str] = {
+    "seq": "m.seq",
+    "item": "m.title_key",
+    "candidate": "m.candidate",
+    "answer": "m.answer_key",
+    "judgments": "m.verdicts",
+    "status": "m.status",
+    "labels": (
+        f"COALESCE((SELECT l.label FROM {LABELS_ALIAS}.labels l WHERE l.item_key = m.key"
+        " ORDER BY l.id DESC LIMIT 1), '')"
+    ),
+}
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -162,6 +180,17 @@ class ItemQuery:
     verdict: str | None = None
     cause: str | None = None
     fts: str | None = None
+    sort: str = "seq"  # a name of SORT_KEYS
+    descending: bool = False
+
+    def order(self, labels: bool) -> tuple[str, str]:
+        """The sort key's SQL expression (`labels`: whether the labels database is attached, else sorting
+        by label is insertion order) and the ORDER BY clause that pages by it."""
+        expr = SORT_KEYS.get(self.sort, "m.seq")
+        if self.sort == "labels" and not labels:
+            expr = "m.seq"
+        way = " DESC" if self.descending else ""
+        return expr, f" ORDER BY {expr}{way}, m.seq{way}"
 
     def where(self) -> tuple[str, list[Any]]:
         """SQL conditions over the side index's `item_meta m`, and their parameters."""
@@ -496,6 +525,17 @@ class RunRecord:
             uri = f"{Path(index_path).resolve().as_uri()}?mode=ro"
             self._conn.execute(f"ATTACH DATABASE ? AS {INDEX_ALIAS}", (uri,))
 
+    def attach_labels(self, labels_path: Path) -> None:
+        """Make the run folder's labels database (`proctor.store.labels`, which creates it and checks it is
+        the folder's own file) visible read-only, so the item list can sort by label."""
+        check_sqlite(Path(labels_path), must_exist=False)  # SQLite would follow a link out of the folder
+        if not self._labels_attached() and Path(labels_path).is_file():
+            uri = f"{Path(labels_path).resolve().as_uri()}?mode=ro"
+            self._conn.execute(f"ATTACH DATABASE ? AS {LABELS_ALIAS}", (uri,))
+
+    def _labels_attached(self) -> bool:
+        return LABELS_ALIAS in {r[1] for r in self._conn.execute("PRAGMA database_list")}
+
     def count_matching(self, q: ItemQuery, cap: int) -> tuple[int, bool]:
         """How many items match `q`, counting at most `cap` (and whether there are more)."""
         where, args = q.where()
@@ -505,24 +545,38 @@ class RunRecord:
         return min(int(n), cap), int(n) > cap
 
     def matching_keys(self, q: ItemQuery, limit: int, offset: int) -> list[str]:
-        """One page of the keys of the items matching `q`, in insertion order."""
+        """One page of the keys of the items matching `q`, in its sort order (insertion order by default)."""
         where, args = q.where()
+        _, order = q.order(self._labels_attached())
         return [
             r[0]
             for r in self._conn.execute(
-                f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where} ORDER BY m.seq LIMIT ? OFFSET ?",
+                f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where}{order} LIMIT ? OFFSET ?",
                 [*args, limit, offset],
             )
         ]
 
     def neighbours(self, q: ItemQuery, seq: int) -> tuple[str | None, str | None]:
-        """Keys of the items matching `q` just before and just after insertion number `seq`."""
+        """Keys of the items matching `q` just before and just after insertion number `seq`, in `q`'s
+        sort order."""
         where, args = q.where()
+        expr, _ = q.order(self._labels_attached())
+        row = self._conn.execute(f"SELECT {expr} FROM {INDEX_ALIAS}.item_meta m WHERE m.seq = ?", (seq,))
+        found = row.fetchone()
+        if found is None:
+            return None, None
         glue = " AND " if where else " WHERE "
         base = f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where}{glue}"
-        prev = self._conn.execute(f"{base}m.seq < ? ORDER BY m.seq DESC LIMIT 1", [*args, seq]).fetchone()
-        nxt = self._conn.execute(f"{base}m.seq > ? ORDER BY m.seq LIMIT 1", [*args, seq]).fetchone()
-        return (prev[0] if prev else None), (nxt[0] if nxt else None)
+        before, after = (">", "<") if q.descending else ("<", ">")
+        out: list[str | None] = []
+        for op, descending in ((before, not q.descending), (after, q.descending)):
+            way = " DESC" if descending else ""
+            hit = self._conn.execute(
+                f"{base}({expr}, m.seq) {op} (?, ?) ORDER BY {expr}{way}, m.seq{way} LIMIT 1",
+                [*args, found[0], seq],
+            ).fetchone()
+            out.append(hit[0] if hit else None)
+        return out[0], out[1]
 
     def facets(self) -> IndexFacets:
         """From the side index: every lookup is on an index."""

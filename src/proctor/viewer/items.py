@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from proctor.agents.trace import Trajectory
+from proctor.store.index import ANSWER_FIELDS, TITLE_FIELDS
 from proctor.store.record import IndexFacets, ItemQuery, ItemRecord, JudgmentRecord, RunRecord
 from proctor.store.transcripts import CallTranscript, LogprobSummary, ToolCallText
 
 PAGE_SIZE = 50
 # Counting the matches of a filter that is not on the index stops here ("10,000+").
 COUNT_CAP = 10_000
-TITLE_FIELDS = ("question", "interactor_question", "keyword", "title", "text", "name", "task")
-ANSWER_FIELDS = ("answer", "candidate_reply", "reply", "prediction", "output")
 REFERENCE_FIELDS = (
     "reference_answer",
     "reference",
@@ -46,7 +45,21 @@ class ItemFilter(BaseModel):
     cause: str | None = None
     status: str | None = None
     q: str | None = None
+    # The column the list is sorted by (a name of `proctor.store.record.SORT_KEYS`: nothing else passes).
+    sort: Literal["seq", "item", "candidate", "answer", "judgments", "status", "labels"] | None = None
+    order: Literal["asc", "desc"] | None = None
     page: int = Field(default=1, ge=1)
+
+    def sort_link(self, column: str) -> dict[str, Any]:
+        """The query of the list sorted by `column`: ascending first, descending on a second click."""
+        descending = (self.sort or "seq") == column and self.order != "desc"
+        return self.query(sort=column, order="desc" if descending else None, page=None)
+
+    def sorted_by(self, column: str) -> str | None:
+        """ "ascending" / "descending" for the column the list is sorted by (aria-sort), else None."""
+        if (self.sort or "seq") != column:
+            return None
+        return "descending" if self.order == "desc" else "ascending"
 
     def query(self, **override: Any) -> dict[str, Any]:
         """The non-empty fields (with overrides), for building links."""
@@ -63,6 +76,8 @@ class ItemFilter(BaseModel):
             verdict=self.verdict,
             cause=self.cause,
             fts=fts,
+            sort=self.sort or "seq",
+            descending=self.order == "desc",
         )
 
 
