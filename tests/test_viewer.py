@@ -303,6 +303,55 @@ def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) ->
     assert client.get(f"/runs/{a}/items/no-such-key").status_code == 404
 
 
+def test_an_item_with_many_calls_pages_its_timeline(tmp_path: Path) -> None:
+    from proctor.models.recording import CallRecord
+
+    folder = tmp_path / "runs" / "long-agent"
+    folder.mkdir(parents=True)
+    store = RunStore(folder / "run.sqlite")
+    store.start_run(folder.name, "qa", {}, "0" * 64, "test")
+    store.put_item("a_long", "answer", {"question": "Which step?", "answer": "step 119"})
+    for i in range(120):
+        messages = [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": f"step {i}?"},
+        ]
+        store.record_call(
+            CallRecord(
+                "local",
+                "m",
+                "candidate",
+                "a_long",
+                10,
+                2,
+                0.0,
+                0.1,
+                False,
+                1,
+                messages=messages,
+                reply=f"reply to step {i}",
+            )
+        )
+    store.finish_run(folder.name)
+    store.close()
+    client = TestClient(create_app(tmp_path / "runs", csrf_token=CSRF), base_url="http://127.0.0.1")
+
+    def timeline(**params: str) -> tuple[str, list[str]]:
+        html = client.get(f"/runs/{folder.name}/items/a_long", params=params).text
+        return html, re.findall(r"reply to step (\d+)", html.split('id="calls"', 1)[1])
+
+    html, replies = timeline()
+    assert replies == [str(i) for i in range(50)]  # the first page only, in call order
+    assert "120 calls" in html and "showing 1–50 (page 1 of 3)" in html
+    assert 'id="calls-more"' in html and 'id="calls-prev"' not in html
+    more = re.search(r'id="calls-more" href="\?([^"#]+)', html)
+    assert more is not None and "calls=2" in more.group(1)
+    html, replies = timeline(calls="3")
+    assert replies == [str(i) for i in range(100, 120)] and 'id="calls-more"' not in html
+    assert timeline(calls="99")[1] == [str(i) for i in range(100, 120)]  # past the end: the last page
+    assert client.get(f"/runs/{folder.name}/items/a_long", params={"calls": "-1"}).status_code == 400
+
+
 def test_run_page_shows_the_resolved_config_as_yaml(client: TestClient, runs) -> None:
     import yaml
 

@@ -407,9 +407,18 @@ class RunRecord:
         q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
         return self._conn.execute(q, (name,)).fetchone() is not None
 
-    def transcripts(self, item_key: str | None = None) -> list[CallTranscript]:
+    def call_count(self, item_key: str) -> int:
+        """How many model calls were made for `item_key` (an index probe on a store that has
+        `model_calls_item`, a scan on an older one)."""
+        q = "SELECT COUNT(*) FROM model_calls WHERE item_key=?"
+        return int(self._conn.execute(q, (item_key,)).fetchone()[0])
+
+    def transcripts(
+        self, item_key: str | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[CallTranscript]:
         """The model calls made for `item_key` (None: every call of the run), in call order, each with the
-        messages it sent and the reply it got when the run stored text. A store written before transcripts
+        messages it sent and the reply it got when the run stored text; `limit` / `offset`: one page of
+        them (a long agent transcript is read a page at a time). A store written before transcripts
         gives every call with `text_stored=False`."""
         new = self.records_transcripts()
         cols = "id, provider, model, role, item_key, prompt_tokens, completion_tokens, latency_s, cached,"
@@ -417,11 +426,15 @@ class RunRecord:
         if new:
             cols += ", step, messages_ref, params, reply_ref, reply_tool_calls, logprobs, text_stored"
         q = f"SELECT {cols} FROM model_calls"
-        rows = (
-            self._conn.execute(q + " ORDER BY id").fetchall()
-            if item_key is None
-            else self._conn.execute(q + " WHERE item_key=? ORDER BY id", (item_key,)).fetchall()
-        )
+        args: list[Any] = []
+        if item_key is not None:
+            q += " WHERE item_key=?"
+            args.append(item_key)
+        q += " ORDER BY id"
+        if limit is not None:
+            q += " LIMIT ? OFFSET ?"
+            args += [limit, offset]
+        rows = self._conn.execute(q, args).fetchall()
         refs: list[tuple[Any, list[dict[str, Any]] | None]] = []
         wanted: set[str] = set()
         for r in rows:

@@ -33,6 +33,9 @@ REFERENCE_FIELDS = (
 _MAX_SHORT = 240
 # A call's message longer than this shows its start, with the whole text one click away.
 MESSAGE_PREVIEW = 1200
+# An item page shows this many of its model calls at a time ("more" pages on): an agent's long
+# transcript is read and rendered a page at a time.
+CALLS_PAGE = 50
 
 
 class ItemFilter(BaseModel):
@@ -269,7 +272,7 @@ class ItemDetail:
     error_cause: str | None
     data: Any
     judgments: list[JudgmentRecord]
-    calls: list[Call]
+    calls: list[Call]  # one page of them (CALLS_PAGE, from call number `calls_from`)
     rounds: list[Round]
     # Why the calls have no text: None when they have it (or there are none), else what to say.
     no_text: str | None
@@ -278,6 +281,10 @@ class ItemDetail:
     answer: str = ""
     trajectory: Trajectory | None = None  # an agent candidate's steps (`data.trace.trajectory`)
     contexts: list[str] = field(default_factory=list)  # a pipeline candidate's passages (`.trace.contexts`)
+    calls_total: int = 0  # every call made for the item
+    calls_page: int = 1
+    calls_pages: int = 1
+    calls_size: int = CALLS_PAGE
 
 
 def _call(c: CallTranscript) -> Call:
@@ -370,12 +377,16 @@ def trace_of(data: Any) -> tuple[Trajectory | None, list[str]]:
     return trajectory, [_text(c) for c in contexts] if isinstance(contexts, list) else []
 
 
-def detail(run: RunRecord, key: str) -> ItemDetail | None:
+def detail(run: RunRecord, key: str, calls_page: int = 1, calls_size: int = CALLS_PAGE) -> ItemDetail | None:
+    """One item with page `calls_page` of its model calls (`calls_size` a page)."""
     it = run.item(key)
     if it is None:
         return None
     data = it.data
-    calls = run.transcripts(key)
+    total = run.call_count(key)
+    pages = max(1, -(-total // calls_size))
+    number = min(max(1, calls_page), pages)
+    calls = run.transcripts(key, limit=calls_size, offset=(number - 1) * calls_size)
     trajectory, contexts = trace_of(data)
     return ItemDetail(
         key=it.key,
@@ -394,4 +405,8 @@ def detail(run: RunRecord, key: str) -> ItemDetail | None:
         answer=_text(_pick(data, ANSWER_FIELDS)),
         trajectory=trajectory,
         contexts=contexts,
+        calls_total=total,
+        calls_page=number,
+        calls_pages=pages,
+        calls_size=calls_size,
     )
