@@ -321,6 +321,12 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
         store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
         store.put_item("k1", "guess", {"question": SCRIPT, "answer": "x"})
         store.put_item("k2", "guess", {"question": "q"}, status="error", error="boom", error_cause="timeout")
+        store.put_item("k3", "guess", {"question": "q3", "answer": "y"})
+        store.put_judgment("k1", "rule", verdict="incorrect", score=0.0, reason=None)
+        store.put_judgment("k3", "rule", verdict="correct", score=1.0, reason=None)
+        store.record_call(_exchange("k1", "candidate", "PROMPT-K1", f"REPLY-K1 {SCRIPT}"))
+        store.record_call(_exchange("k2", "candidate", "PROMPT-K2", None, error="timeout"))
+        store.record_call(_exchange("k3", "candidate", "PROMPT-K3", "REPLY-K3"))
         store.put_artifact(
             "summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}}
         )
@@ -329,8 +335,14 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
     html = render_report_html(store)
     # A protocol without report code gets the default section: estimates, item table, failures by cause.
     assert "candidates.c.accuracy" in html and "[0.100, 0.900]" in html
-    assert "Items: guess (2)" in html and "&lt;script&gt;" in html and SCRIPT not in html
+    assert "Items: guess (3)" in html and "&lt;script&gt;" in html and SCRIPT not in html
     assert "<td>timeout</td>" in html
+    # The failed item and the one judged incorrect show their prompt and reply; the correct one does not.
+    evidence_rows = html.split('<tr class="evidence-row">')[1:]
+    assert len(evidence_rows) == 2
+    assert "PROMPT-K1" in evidence_rows[0] and "REPLY-K1 &lt;script&gt;" in evidence_rows[0]
+    assert "PROMPT-K2" in evidence_rows[1] and "/runs/r1/items/k2" in evidence_rows[1]
+    assert "PROMPT-K3" not in html
     monkeypatch.setitem(SECTIONS, "nosuchprotocol", lambda s: "<p id='custom'>kieval fragment</p>")
     assert "<p id='custom'>kieval fragment</p>" in render_report_html(store)
 
