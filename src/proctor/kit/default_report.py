@@ -39,6 +39,7 @@ def _item_tables(run: RunRecord) -> list[dict[str, Any]]:
     for it in run.iter_items():
         by_kind.setdefault(it.kind, []).append(it)
     tables = []
+    all_rows: list[dict[str, Any]] = []
     for kind, items in by_kind.items():
         fields: dict[str, None] = {}
         for it in items[:MAX_ROWS]:
@@ -56,7 +57,8 @@ def _item_tables(run: RunRecord) -> list[dict[str, Any]]:
             for it in items[:MAX_ROWS]
         ]
         tables.append({"kind": kind, "total": len(items), "columns": columns, "rows": rows})
-    _attach_evidence(run, [r for t in tables for r in t["rows"]])
+        all_rows += rows
+    _attach_evidence(run, all_rows)
     return tables
 
 
