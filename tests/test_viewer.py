@@ -260,6 +260,12 @@ def test_item_list_sorts_by_every_column_pages_stably_and_keeps_the_order(client
     tarn = answers["solo|In which year was the Tarn canal opened?"]
     assert _post_label(client, a, tarn, "unsure", who="sorter").status_code == 200
     assert listed(sort="labels")[-1] == tarn and listed(sort="labels", order="desc")[0] == tarn
+    # A later label is applied to the sort at the next request; an item's latest label is its key.
+    quillan = answers["solo|What colour are Quillan lanterns?"]
+    assert _post_label(client, a, quillan, "correct", who="sorter").status_code == 200
+    assert listed(sort="labels")[-2:] == [quillan, tarn]
+    assert _post_label(client, a, tarn, "correct", who="sorter").status_code == 200
+    assert listed(sort="labels")[-2:] == sorted([quillan, tarn], key=seq.get)  # both "correct" now
     # Headers link to their sort (a second click reverses it), and the filters stay in the links.
     html = client.get(
         f"/runs/{a}/items", params={"kind": "answer", "candidate": "solo", "sort": "answer"}

@@ -4,7 +4,8 @@ queries after it read it).
 
 * `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter,
   with the sort keys of the item list's columns (`title_key`, `answer_key`: the start of the item's title
-  and answer, lower-cased; `verdicts`: its judgments' verdicts in judge order), indexed per kind so a
+  and answer, lower-cased; `verdicts`: its judgments' verdicts in judge order; `label_key`: its latest
+  human label, from the folder's `labels.sqlite`, applied as labels are added), indexed per kind so a
   sorted list pages without sorting the run;
 * `item_judgment` — one row per judgment (seq, judge, verdict, error cause), indexed by verdict and cause;
 * `outcome` — one row per judgment with a binary outcome, keyed by what matches its item across runs, so
@@ -24,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from proctor.store.labels import LABELS_FILE
 from proctor.store.record import RUN_FILE, store_files
 from proctor.store.safe_files import check_sqlite
 
@@ -37,7 +39,7 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE IF NOT EXISTS item_meta (
   seq INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT, status TEXT, candidate TEXT NOT NULL DEFAULT '',
   error_cause TEXT, title_key TEXT NOT NULL DEFAULT '', answer_key TEXT NOT NULL DEFAULT '',
-  verdicts TEXT NOT NULL DEFAULT '');
+  verdicts TEXT NOT NULL DEFAULT '', label_key TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS item_meta_kind ON item_meta(kind, seq);
 CREATE INDEX IF NOT EXISTS item_meta_cand ON item_meta(kind, candidate, seq);
 CREATE INDEX IF NOT EXISTS item_meta_status ON item_meta(kind, status, seq);
@@ -45,6 +47,7 @@ CREATE INDEX IF NOT EXISTS item_meta_cause ON item_meta(error_cause, seq);
 CREATE INDEX IF NOT EXISTS item_meta_title ON item_meta(kind, title_key, seq);
 CREATE INDEX IF NOT EXISTS item_meta_answer ON item_meta(kind, answer_key, seq);
 CREATE INDEX IF NOT EXISTS item_meta_verdicts ON item_meta(kind, verdicts, seq);
+CREATE INDEX IF NOT EXISTS item_meta_label ON item_meta(kind, label_key, seq);
 CREATE TABLE IF NOT EXISTS item_judgment (seq INTEGER, judge TEXT, verdict TEXT, error_cause TEXT);
 CREATE INDEX IF NOT EXISTS item_judgment_seq ON item_judgment(seq, judge);
 CREATE INDEX IF NOT EXISTS item_judgment_verdict ON item_judgment(verdict, judge, seq);
@@ -140,7 +143,9 @@ def ensure_index(folder: Path, *, search: bool = False) -> Path:
                 meta = {"version": VERSION}
             if meta.get("stamp") != stamp:
                 _refresh(side, meta, stamp)
+                _set(side, labels_id="-1")  # re-indexed rows lost their label key: apply every label again
                 meta = _meta(side)
+            _refresh_labels(side, folder, meta)
             if search and meta.get("fts_stamp") != stamp:
                 _refresh_fts(side, meta, stamp)
         finally:
@@ -180,6 +185,37 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
     newest = side.execute("SELECT MAX(updated) FROM run.items").fetchone()[0]
     _set(side, stamp=stamp, updated=repr(float(newest)) if newest is not None else "-1")
     side.execute("COMMIT")
+
+
+def _refresh_labels(side: sqlite3.Connection, folder: Path, meta: dict[str, str]) -> None:
+    """Each item's latest label into `label_key`, for the labels added since the last time (labels are
+    append-only, so the highest label id seen is enough to know which)."""
+    path = folder / LABELS_FILE
+    check_sqlite(path, must_exist=False)
+    if not path.is_file():
+        return
+    side.execute("ATTACH DATABASE ? AS lb", (f"{path.resolve().as_uri()}?mode=ro",))
+    try:
+        known = "SELECT 1 FROM lb.sqlite_master WHERE type='table' AND name='labels'"
+        if side.execute(known).fetchone() is None:
+            return
+        since = int(meta.get("labels_id", "-1"))
+        newest = side.execute("SELECT MAX(id) FROM lb.labels").fetchone()[0]
+        if newest is None or int(newest) <= since:
+            return
+        side.execute("BEGIN")
+        side.execute(
+            "UPDATE main.item_meta SET label_key = COALESCE((SELECT l.label FROM lb.labels l"
+            " WHERE l.item_key = item_meta.key ORDER BY l.id DESC LIMIT 1), '')"
+            " WHERE key IN (SELECT item_key FROM lb.labels WHERE id > ?)",
+            (since,),
+        )
+        _set(side, labels_id=str(int(newest)))
+        side.execute("COMMIT")
+    finally:
+        if side.in_transaction:
+            side.execute("ROLLBACK")
+        side.execute("DETACH DATABASE lb")
 
 
 def _refresh_fts(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None:

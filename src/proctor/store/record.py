@@ -24,7 +24,6 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from proctor.store.safe_files import check_sqlite
 from proctor.store.transcripts import (
     CallTranscript,
     TranscriptMessage,
@@ -42,8 +41,6 @@ StoreError = sqlite3.Error
 _CHUNK = 500
 # The side index's schema name while attached (`attach_index`; built by `proctor.store.index`).
 INDEX_ALIAS = "vx"
-# The run folder's labels database while attached (`attach_labels`), for sorting by the latest label.
-LABELS_ALIAS = "lx"
 # The item list's sortable columns: name -> SQL expression over the side index's `item_meta m` (never a
 # string from the request). Each is non-NULL, and the insertion number breaks ties, so a sorted list is
 # one total order: it pages stably and an item's neighbours are its rows above and below.
@@ -54,10 +51,7 @@ SORT_KEYS: dict[str, str] = {
     "answer": "m.answer_key",
     "judgments": "m.verdicts",
     "status": "m.status",
-    "labels": (
-        f"COALESCE((SELECT l.label FROM {LABELS_ALIAS}.labels l WHERE l.item_key = m.key"
-        " ORDER BY l.id DESC LIMIT 1), '')"
-    ),
+    "labels": "m.label_key",
 }
 
 
@@ -183,12 +177,9 @@ class ItemQuery:
     sort: str = "seq"  # a name of SORT_KEYS
     descending: bool = False
 
-    def order(self, labels: bool) -> tuple[str, str]:
-        """The sort key's SQL expression (`labels`: whether the labels database is attached, else sorting
-        by label is insertion order) and the ORDER BY clause that pages by it."""
+    def order(self) -> tuple[str, str]:
+        """The sort key's SQL expression and the ORDER BY clause that pages by it."""
         expr = SORT_KEYS.get(self.sort, "m.seq")
-        if self.sort == "labels" and not labels:
-            expr = "m.seq"
         way = " DESC" if self.descending else ""
         return expr, f" ORDER BY {expr}{way}, m.seq{way}"
 
@@ -538,17 +529,6 @@ class RunRecord:
             uri = f"{Path(index_path).resolve().as_uri()}?mode=ro"
             self._conn.execute(f"ATTACH DATABASE ? AS {INDEX_ALIAS}", (uri,))
 
-    def attach_labels(self, labels_path: Path) -> None:
-        """Make the run folder's labels database (`proctor.store.labels`, which creates it and checks it is
-        the folder's own file) visible read-only, so the item list can sort by label."""
-        check_sqlite(Path(labels_path), must_exist=False)  # SQLite would follow a link out of the folder
-        if not self._labels_attached() and Path(labels_path).is_file():
-            uri = f"{Path(labels_path).resolve().as_uri()}?mode=ro"
-            self._conn.execute(f"ATTACH DATABASE ? AS {LABELS_ALIAS}", (uri,))
-
-    def _labels_attached(self) -> bool:
-        return LABELS_ALIAS in {r[1] for r in self._conn.execute("PRAGMA database_list")}
-
     def count_matching(self, q: ItemQuery, cap: int) -> tuple[int, bool]:
         """How many items match `q`, counting at most `cap` (and whether there are more)."""
         where, args = q.where()
@@ -560,7 +540,7 @@ class RunRecord:
     def matching_keys(self, q: ItemQuery, limit: int, offset: int) -> list[str]:
         """One page of the keys of the items matching `q`, in its sort order (insertion order by default)."""
         where, args = q.where()
-        _, order = q.order(self._labels_attached())
+        _, order = q.order()
         return [
             r[0]
             for r in self._conn.execute(
@@ -573,7 +553,7 @@ class RunRecord:
         """Keys of the items matching `q` just before and just after insertion number `seq`, in `q`'s
         sort order."""
         where, args = q.where()
-        expr, _ = q.order(self._labels_attached())
+        expr, _ = q.order()
         row = self._conn.execute(f"SELECT {expr} FROM {INDEX_ALIAS}.item_meta m WHERE m.seq = ?", (seq,))
         found = row.fetchone()
         if found is None:

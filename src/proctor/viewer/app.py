@@ -45,7 +45,6 @@ from proctor.store.safe_files import UnsafeStoreFile, read_plain
 from proctor.viewer import items as items_q
 from proctor.viewer.compare import Comparison, compare_indexed, preference_summary
 from proctor.viewer.labels import (
-    LABELS_FILE,
     LabelFileError,
     LabelIn,
     LabelStore,
@@ -225,7 +224,6 @@ async def items_page(request: Request) -> Response:
     f = _filter(request)
     fts = fts_query(f.q) if f.q else None
     with _open_indexed(folder, search=fts is not None) as run:
-        run.attach_labels(folder / LABELS_FILE)
         fc, judged = _facets(_state(request), folder, run)
         if f.kind is None:
             f = f.model_copy(update={"kind": items_q.default_kind(fc, judged)})
@@ -258,7 +256,6 @@ async def item_page(request: Request) -> Response:
         raise HTTPException(400, "bad calls page")
     fts = fts_query(f.q) if f.q else None
     with _open_indexed(folder, search=fts is not None) as run:
-        run.attach_labels(folder / LABELS_FILE)
         item = items_q.detail(run, key, calls_page=int(calls_page))
         if item is None:
             raise HTTPException(404, "no such item in this run")
