@@ -309,6 +309,25 @@ def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) ->
     assert client.get(f"/runs/{a}/items/no-such-key").status_code == 404
 
 
+def test_a_side_index_of_an_older_shape_is_rebuilt(runs, tmp_path: Path) -> None:
+    import shutil
+
+    root, a, _ = runs
+    folder = tmp_path / "runs" / a
+    shutil.copytree(root / a, folder)
+    side = sqlite3.connect(folder / "viewer.sqlite")
+    side.executescript(
+        "DROP TABLE IF EXISTS item_meta; CREATE TABLE item_meta (seq INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+        " kind TEXT, status TEXT, candidate TEXT, error_cause TEXT);"
+        "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);"
+        "INSERT OR REPLACE INTO meta VALUES ('version', '4');"
+    )
+    side.close()
+    client = TestClient(create_app(tmp_path / "runs", csrf_token=CSRF), base_url="http://127.0.0.1")
+    page = client.get(f"/runs/{a}/items", params={"kind": "answer", "sort": "answer"})
+    assert page.status_code == 200 and len(re.findall(r'data-key="', page.text)) == 6
+
+
 def test_an_item_with_many_calls_pages_its_timeline(tmp_path: Path) -> None:
     from proctor.models.recording import CallRecord
 

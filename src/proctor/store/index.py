@@ -30,7 +30,7 @@ from proctor.store.record import RUN_FILE, store_files
 from proctor.store.safe_files import check_sqlite
 
 INDEX_FILE = "viewer.sqlite"
-VERSION = "5"
+VERSION = "6"
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -132,9 +132,10 @@ def ensure_index(folder: Path, *, search: bool = False) -> Path:
             stamp = store_stamp(folder)
             if meta.get("version") != VERSION:
                 side.execute("BEGIN")
-                side.execute("DELETE FROM main.item_meta")
-                side.execute("DELETE FROM main.item_judgment")
-                side.execute("DROP TABLE IF EXISTS main.outcome")  # its shape changed between versions
+                # Tables (and their columns) change shape between versions: rebuilt whole.
+                side.execute("DROP TABLE IF EXISTS main.item_meta")
+                side.execute("DROP TABLE IF EXISTS main.item_judgment")
+                side.execute("DROP TABLE IF EXISTS main.outcome")
                 side.execute("DROP TABLE IF EXISTS main.item_fts")
                 side.execute("DELETE FROM main.meta")
                 _set(side, version=VERSION)
