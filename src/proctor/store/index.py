@@ -109,7 +109,7 @@ def _side(folder: Path) -> sqlite3.Connection:
     check_sqlite(folder / INDEX_FILE, must_exist=False)
     side = sqlite3.connect(folder / INDEX_FILE, timeout=30, isolation_level=None)
     side.execute("PRAGMA journal_mode=WAL")
-    side.executescript(SCHEMA)
+    side.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")  # the rest: ensure_index
     side.execute("ATTACH DATABASE ? AS run", (f"{(folder / RUN_FILE).resolve().as_uri()}?mode=ro",))
     return side
 
@@ -140,8 +140,8 @@ def ensure_index(folder: Path, *, search: bool = False) -> Path:
                 side.execute("DELETE FROM main.meta")
                 _set(side, version=VERSION)
                 side.execute("COMMIT")
-                side.executescript(SCHEMA)
                 meta = {"version": VERSION}
+            side.executescript(SCHEMA)  # after the version check: an older shape is dropped first
             if meta.get("stamp") != stamp:
                 _refresh(side, meta, stamp)
                 _set(side, labels_id="-1")  # re-indexed rows lost their label key: apply every label again
