@@ -245,7 +245,7 @@ def main() -> None:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 90
             while True:
                 try:
                     if httpx.get(url + "/", timeout=2).status_code == 200:

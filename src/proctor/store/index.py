@@ -177,9 +177,14 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
     )
     # Judgments carry no time: every item's verdicts key is recomputed with them.
     side.execute(
-        "UPDATE main.item_meta SET verdicts = COALESCE((SELECT group_concat(v, ' ') FROM"
-        " (SELECT COALESCE(j.verdict, j.error_cause, '') AS v FROM main.item_judgment j"
-        " WHERE j.seq = item_meta.seq ORDER BY j.judge, j.rowid)), '')"
+        "UPDATE main.item_meta SET verdicts = g.vs FROM (SELECT seq, group_concat(v, ' ') AS vs FROM"
+        " (SELECT j.seq, COALESCE(j.verdict, j.error_cause, '') AS v FROM main.item_judgment j"
+        " ORDER BY j.seq, j.judge, j.rowid) GROUP BY seq) g"
+        " WHERE g.seq = item_meta.seq AND item_meta.verdicts != g.vs"
+    )
+    side.execute(
+        "UPDATE main.item_meta SET verdicts = '' WHERE verdicts != ''"
+        " AND seq NOT IN (SELECT seq FROM main.item_judgment)"
     )
     side.execute("DELETE FROM main.outcome")
     side.execute(_OUTCOMES)
