@@ -3,7 +3,9 @@ no network), serves them with `proctor view` and saves, at a 1280x800 viewport,
 
 * docs/viewer-runs.png      the run list,
 * docs/viewer-items.png     the item browser (filters, verdict chips, labels),
-* docs/viewer-annotate.png  the annotation view (an item page just labelled with the keyboard).
+* docs/viewer-annotate.png  the annotation view (an item page just labelled with the keyboard),
+* docs/viewer-transcript.png an item page's model calls: the candidate's and the judge's prompts and replies,
+* docs/viewer-agent.png     an agent's item page: its steps (thought, action, observation) and its calls.
 
 Needs Debian's Chromium and Playwright (`./install.sh` installs both). Run from the repository root:
 
@@ -32,6 +34,13 @@ from proctor.viewer.server import free_port
 
 CHROMIUM = Path(os.environ.get("PROCTOR_CHROMIUM", "/usr/bin/chromium"))
 VIEWPORT = {"width": 1280, "height": 800}
+SHOTS = (
+    "viewer-runs.png",
+    "viewer-items.png",
+    "viewer-annotate.png",
+    "viewer-transcript.png",
+    "viewer-agent.png",
+)
 # A small made-up reference corpus: topic -> (question, reference answer).
 FACTS = {
     "Velmora": ("Who founded the city of Velmora?", "Ostrid Kael"),
@@ -107,19 +116,64 @@ qa: {{num_questions: {len(FACTS)}, judges: [with_reference]}}
     return cfg
 
 
+# A two-hop question for a ReAct agent over a document environment (the rageval protocol).
+HOTPOT = [
+    {
+        "_id": "h1",
+        "question": "Which river flows through the town where the Ambry Glassworks stands?",
+        "answer": "River Ilse",
+        "type": "bridge",
+        "supporting_facts": [["Ambry Glassworks", 0], ["Ambry", 0]],
+        "context": [
+            ["Ambry Glassworks", ["The Ambry Glassworks stands in Ambry.", "It was founded in 1862."]],
+            ["Ambry", ["Ambry is a town on the River Ilse."]],
+        ],
+    }
+]
+
+
+def _agent(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    observations = re.findall(r"^Observation: (.*)$", messages[-1]["content"], re.M)
+    if not observations:
+        return "Thought: I need the town of the glassworks first.\nAction: Search[Ambry Glassworks]"
+    if len(observations) == 1:
+        return "Thought: The glassworks is in Ambry; now the river of Ambry.\nAction: Search[Ambry]"
+    return "Thought: Ambry is on the River Ilse.\nAction: Finish[River Ilse]"
+
+
+def _agent_run(base: Path, root: Path) -> str:
+    (base / "hotpot.json").write_text(json.dumps(HOTPOT))
+    cfg = base / "agent.yaml"
+    cfg.write_text(
+        """
+protocol: rageval
+name: agent-react
+corpus: {}
+models: {m: scripted/shots-agent}
+rageval:
+  database: null
+  documents: false
+  hotpotqa: hotpot.json
+  grid: {workflows: [react], llms: [m]}
+"""
+    )
+    return run_config(cfg, out=root, show_progress=False).run_dir.name
+
+
 def build(base: Path) -> tuple[Path, str, str]:
     register_script("shots-examiner", _examiner)
     register_script("shots-judge", _judge)
+    register_script("shots-agent", _agent)
     for which in WRONG:
         register_script(f"shots-{which}", _candidate(which))
     os.environ["PROCTOR_CACHE_DIR"] = str(base / "cache")
     root = base / "runs"
     a = run_config(_config(base, "lore-baseline", "baseline"), out=root, show_progress=False).run_dir
-    b = run_config(_config(base, "lore-tuned", "tuned"), out=root, show_progress=False).run_dir
-    return root, a.name, b.name
+    run_config(_config(base, "lore-tuned", "tuned"), out=root, show_progress=False)
+    return root, a.name, _agent_run(base, root)
 
 
-def shoot(url: str, run_a: str, out: Path) -> None:
+def shoot(url: str, run_a: str, agent_run: str, out: Path) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=str(CHROMIUM),
@@ -156,6 +210,19 @@ def shoot(url: str, run_a: str, out: Path) -> None:
             page.keyboard.press("i")
             page.wait_for_selector("#history tbody tr:nth-child(2)")
             page.screenshot(path=str(out / "viewer-annotate.png"))
+
+            # The same item's model calls: open the messages, show the timeline from its start.
+            for details in page.locator("details.call-messages").all():
+                details.evaluate("d => d.open = true")
+            page.evaluate("document.querySelector('#calls-head').scrollIntoView()")
+            page.screenshot(path=str(out / "viewer-transcript.png"))
+
+            # An agent's answer: its steps, then its calls.
+            page.goto(f"{url}/runs/{agent_run}/items?kind=rageval_answer")
+            page.locator("tr.item a.open").first.click()
+            page.wait_for_url("**/items/**")
+            page.evaluate("document.querySelector('#trace-head').scrollIntoView()")
+            page.screenshot(path=str(out / "viewer-agent.png"))
         finally:
             browser.close()
 
@@ -169,7 +236,7 @@ def main() -> None:
             f"Chromium not found at {CHROMIUM}: run ./install.sh (as root it installs Debian's chromium)"
         )
     with tempfile.TemporaryDirectory(prefix="proctor-shots-") as tmp:
-        root, run_a, _ = build(Path(tmp))
+        root, run_a, agent_run = build(Path(tmp))
         port = free_port()
         proc = subprocess.Popen(
             [sys.executable, "-m", "proctor.cli.main", "view", str(root), "--port", str(port), "--no-open"],
@@ -178,7 +245,7 @@ def main() -> None:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 90
             while True:
                 try:
                     if httpx.get(url + "/", timeout=2).status_code == 200:
@@ -189,11 +256,11 @@ def main() -> None:
                     sys.exit("proctor view did not start")
                 time.sleep(0.2)
             args.out.mkdir(parents=True, exist_ok=True)
-            shoot(url, run_a, args.out)
+            shoot(url, run_a, agent_run, args.out)
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    for name in ("viewer-runs.png", "viewer-items.png", "viewer-annotate.png"):
+    for name in SHOTS:
         print(f"{args.out / name}: {(args.out / name).stat().st_size / 1024:.0f} KB")
 
 

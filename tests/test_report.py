@@ -321,6 +321,12 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
         store.start_run("r1", "nosuchprotocol", {}, "h", "0.1.0")
         store.put_item("k1", "guess", {"question": SCRIPT, "answer": "x"})
         store.put_item("k2", "guess", {"question": "q"}, status="error", error="boom", error_cause="timeout")
+        store.put_item("k3", "guess", {"question": "q3", "answer": "y"})
+        store.put_judgment("k1", "rule", verdict="incorrect", score=0.0, reason=None)
+        store.put_judgment("k3", "rule", verdict="correct", score=1.0, reason=None)
+        store.record_call(_exchange("k1", "candidate", "PROMPT-K1", f"REPLY-K1 {SCRIPT}"))
+        store.record_call(_exchange("k2", "candidate", "PROMPT-K2", None, error="timeout"))
+        store.record_call(_exchange("k3", "candidate", "PROMPT-K3", "REPLY-K3"))
         store.put_artifact(
             "summary", {"candidates": {"c": {"accuracy": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 2}}}}
         )
@@ -329,8 +335,14 @@ def test_unknown_protocol_and_custom_section(tmp_path: Path, monkeypatch: pytest
     html = render_report_html(store)
     # A protocol without report code gets the default section: estimates, item table, failures by cause.
     assert "candidates.c.accuracy" in html and "[0.100, 0.900]" in html
-    assert "Items: guess (2)" in html and "&lt;script&gt;" in html and SCRIPT not in html
+    assert "Items: guess (3)" in html and "&lt;script&gt;" in html and SCRIPT not in html
     assert "<td>timeout</td>" in html
+    # The failed item and the one judged incorrect show their prompt and reply; the correct one does not.
+    evidence_rows = html.split('<tr class="evidence-row">')[1:]
+    assert len(evidence_rows) == 2
+    assert "PROMPT-K1" in evidence_rows[0] and "REPLY-K1 &lt;script&gt;" in evidence_rows[0]
+    assert "PROMPT-K2" in evidence_rows[1] and "/runs/r1/items/k2" in evidence_rows[1]
+    assert "PROMPT-K3" not in html
     monkeypatch.setitem(SECTIONS, "nosuchprotocol", lambda s: "<p id='custom'>kieval fragment</p>")
     assert "<p id='custom'>kieval fragment</p>" in render_report_html(store)
 
@@ -371,3 +383,48 @@ def test_number_formatting() -> None:
     assert fmt_interval(0.1, None) == "—"
     assert fmt_interval(0.1, 0.25, pct=True) == "[10.0, 25.0]"
     assert fmt_usd(0.00123) == "$0.0012"
+
+
+def _exchange(key: str, role: str, prompt: str, reply: str | None, error: str | None = None) -> CallRecord:
+    return CallRecord(
+        "openai", "gpt-4o-mini", role, key, 100, 20, 0.001, 0.5, False, 1, error=error,
+        messages=[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": prompt}],
+        reply=reply,
+    )  # fmt: skip
+
+
+def test_failed_and_surprising_answers_embed_their_prompt_and_reply(tmp_path: Path) -> None:
+    from proctor.report.evidence import MAX_CHARS, evidence
+
+    long_context = "CONTEXT-START " + "filler " * 2000 + " QUESTION-AT-THE-END"
+
+    def build(store: RunStore) -> None:
+        build_qa_store(tmp_path / "run.sqlite").close()
+        # Incorrect (and hostile), a failed one, a judge disagreement, and one all judges call correct.
+        store.record_call(_exchange("a_q2_gpt-mini", "candidate", f"Which tag runs code? {SCRIPT}", IMG))
+        store.record_call(_exchange("a_q2_gpt-mini", "judge", "Grade it: <candidate_answer>", "incorrect"))
+        store.record_call(_exchange("a_q3_rag-bm25", "candidate", long_context, None, error="http_500"))
+        store.record_call(_exchange("a_q1_rag-bm25", "judge", "Grade without reference", "not json"))
+        store.record_call(_exchange("a_q1_gpt-mini", "candidate", "PROMPT-OF-A-CORRECT-ANSWER", "Paris"))
+
+    run = _written(tmp_path, build)
+    html = render_report_html(run)
+    protocol = html.split('id="protocol"', 1)[1]
+    rows = protocol.split('<tr class="evidence-row">')[1:]
+    blocks = {k: r for r in rows for k in ("a_q2_gpt-mini", "a_q3_rag-bm25", "a_q1_rag-bm25") if k in r}
+    assert set(blocks) == {"a_q2_gpt-mini", "a_q3_rag-bm25", "a_q1_rag-bm25"}
+    assert "PROMPT-OF-A-CORRECT-ANSWER" not in html  # an answer every judge calls correct shows none
+    wrong = blocks["a_q2_gpt-mini"]
+    assert "prompt and reply (2 calls)" in wrong and "Which tag runs code?" in wrong
+    assert "&lt;img src=x onerror=alert(2)&gt;" in wrong and IMG not in wrong  # escaped model text
+    assert "&lt;candidate_answer&gt;" in wrong and "/runs/run-2024-qa/items/a_q2_gpt-mini" in wrong
+    failed = blocks["a_q3_rag-bm25"]
+    assert "CONTEXT-START" in failed and "QUESTION-AT-THE-END" in failed  # cut in the middle
+    assert "characters cut from the middle" in failed and "no reply" in failed and "http_500" in failed
+    assert "Grade without reference" in blocks["a_q1_rag-bm25"]  # the unparsed judge reply's prompt
+    # Embedded for a bounded number of items; the rest name their viewer page only.
+    keys = ["a_q2_gpt-mini", "a_q3_rag-bm25", "a_q1_rag-bm25"]
+    found = evidence(run, keys, max_items=2)
+    assert [found[k].embedded for k in keys] == [True, True, False]
+    assert found["a_q1_rag-bm25"].calls == [] and found["a_q1_rag-bm25"].view_path.endswith("a_q1_rag-bm25")
+    assert all(len(m.text) <= MAX_CHARS + 3 for c in found["a_q3_rag-bm25"].calls for m in c.messages)

@@ -205,6 +205,80 @@ def test_item_paging_filters_and_search(client: TestClient, runs) -> None:
     assert set(re.findall(r'data-key="([^"]+)"', client.get(f"/runs/{a}/items").text)) == keys()
 
 
+def test_item_list_sorts_by_every_column_pages_stably_and_keeps_the_order(client: TestClient, runs) -> None:
+    root, a, _ = runs
+    folder = root / a
+    answers = _answer_keys(root, a)
+    data = {
+        k: json.loads(d)
+        for k, d in sqlite3.connect(folder / "run.sqlite").execute(
+            "SELECT key, data FROM items WHERE kind='answer'"
+        )
+    }
+    seq = dict(sqlite3.connect(folder / "run.sqlite").execute("SELECT key, seq FROM items"))
+    run = open_run(folder)
+    run.attach_index(ensure_index(folder))
+    for order in ("asc", "desc"):
+        f = items_q.ItemFilter(kind="answer", sort="answer", order=order)
+        paged = [
+            r.key for p in (1, 2, 3) for r in items_q.page(run, f.model_copy(update={"page": p}), size=2).rows
+        ]
+        expected = sorted(
+            answers.values(),
+            key=lambda k: ((data[k].get("answer") or "").lower()[:48], seq[k]),
+            reverse=order == "desc",
+        )
+        assert paged == expected  # one total order across pages, ties broken by insertion number
+        # j / k on an item page walk the same order.
+        middle = paged[2]
+        assert items_q.neighbours(run, f, seq[middle]) == (paged[1], paged[3])
+        assert items_q.neighbours(run, f, seq[paged[0]])[0] is None
+    run.close()
+
+    def listed(**params: str) -> list[str]:
+        html = client.get(f"/runs/{a}/items", params={"kind": "answer", **params}).text
+        return re.findall(r'data-key="([^"]+)"', html)
+
+    by_candidate = listed(sort="candidate")
+    assert [data[k]["candidate"] for k in by_candidate] == ["broken"] * 3 + ["solo"] * 3
+    assert [data[k]["candidate"] for k in listed(sort="candidate", order="desc")] == ["solo"] * 3 + [
+        "broken"
+    ] * 3
+    by_question = listed(sort="item")
+    assert [data[k]["question"] for k in by_question] == sorted(data[k]["question"] for k in by_question)
+    assert listed(sort="seq", order="desc") == sorted(answers.values(), key=seq.get, reverse=True)
+    # Failed answers have no verdict: they sort first, then correct, then incorrect.
+    verdicts = listed(sort="judgments")
+    assert verdicts[-1] == answers["solo|What colour are Quillan lanterns?"]
+    assert {data[k]["candidate"] for k in verdicts[:3]} == {"broken"}
+    status = dict(sqlite3.connect(folder / "run.sqlite").execute("SELECT key, status FROM items"))
+    assert len({status[k] for k in answers.values()}) == 2
+    assert listed(sort="status", order="desc") == sorted(
+        answers.values(), key=lambda k: (status[k], seq[k]), reverse=True
+    )  # descending is the exact reverse: ties in reverse insertion order
+    # By the latest label: the one labelled item comes last ascending ('' sorts first), first descending.
+    tarn = answers["solo|In which year was the Tarn canal opened?"]
+    assert _post_label(client, a, tarn, "unsure", who="sorter").status_code == 200
+    assert listed(sort="labels")[-1] == tarn and listed(sort="labels", order="desc")[0] == tarn
+    # A later label is applied to the sort at the next request; an item's latest label is its key.
+    quillan = answers["solo|What colour are Quillan lanterns?"]
+    assert _post_label(client, a, quillan, "correct", who="sorter").status_code == 200
+    assert listed(sort="labels")[-2:] == [quillan, tarn]
+    assert _post_label(client, a, tarn, "correct", who="sorter").status_code == 200
+    assert listed(sort="labels")[-2:] == sorted([quillan, tarn], key=seq.get)  # both "correct" now
+    # Headers link to their sort (a second click reverses it), and the filters stay in the links.
+    html = client.get(
+        f"/runs/{a}/items", params={"kind": "answer", "candidate": "solo", "sort": "answer"}
+    ).text
+    head = html.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    assert 'aria-sort="ascending"' in head and "sort=answer&amp;order=desc" in head
+    assert "candidate=solo" in head and "sort=status" in head
+    assert "sort=answer" in html.split('id="items"', 1)[1]  # item links carry the order to j / k
+    # Only the listed columns: anything else is refused, never put into SQL.
+    assert client.get(f"/runs/{a}/items", params={"sort": "seq; DROP TABLE items"}).status_code == 400
+    assert client.get(f"/runs/{a}/items", params={"order": "sideways"}).status_code == 400
+
+
 def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) -> None:
     root, a, _ = runs
     key = _answer_keys(root, a)["solo|Who founded the city of Velmora?"]
@@ -233,6 +307,74 @@ def test_item_detail_shows_judgments_and_every_call(client: TestClient, runs) ->
     assert "response_schema" in judge and "no transcript stored" not in html
     assert 'data-next="' in html or 'data-prev="' in html  # j / k neighbours under the filter
     assert client.get(f"/runs/{a}/items/no-such-key").status_code == 404
+
+
+def test_a_side_index_of_an_older_shape_is_rebuilt(runs, tmp_path: Path) -> None:
+    import shutil
+
+    root, a, _ = runs
+    folder = tmp_path / "runs" / a
+    shutil.copytree(root / a, folder)
+    side = sqlite3.connect(folder / "viewer.sqlite")
+    side.executescript(
+        "DROP TABLE IF EXISTS item_meta; CREATE TABLE item_meta (seq INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+        " kind TEXT, status TEXT, candidate TEXT, error_cause TEXT);"
+        "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);"
+        "INSERT OR REPLACE INTO meta VALUES ('version', '4');"
+    )
+    side.close()
+    client = TestClient(create_app(tmp_path / "runs", csrf_token=CSRF), base_url="http://127.0.0.1")
+    page = client.get(f"/runs/{a}/items", params={"kind": "answer", "sort": "answer"})
+    assert page.status_code == 200 and len(re.findall(r'data-key="', page.text)) == 6
+
+
+def test_an_item_with_many_calls_pages_its_timeline(tmp_path: Path) -> None:
+    from proctor.models.recording import CallRecord
+
+    folder = tmp_path / "runs" / "long-agent"
+    folder.mkdir(parents=True)
+    store = RunStore(folder / "run.sqlite")
+    store.start_run(folder.name, "qa", {}, "0" * 64, "test")
+    store.put_item("a_long", "answer", {"question": "Which step?", "answer": "step 119"})
+    for i in range(120):
+        messages = [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": f"step {i}?"},
+        ]
+        store.record_call(
+            CallRecord(
+                "local",
+                "m",
+                "candidate",
+                "a_long",
+                10,
+                2,
+                0.0,
+                0.1,
+                False,
+                1,
+                messages=messages,
+                reply=f"reply to step {i}",
+            )
+        )
+    store.finish_run(folder.name)
+    store.close()
+    client = TestClient(create_app(tmp_path / "runs", csrf_token=CSRF), base_url="http://127.0.0.1")
+
+    def timeline(**params: str) -> tuple[str, list[str]]:
+        html = client.get(f"/runs/{folder.name}/items/a_long", params=params).text
+        return html, re.findall(r"reply to step (\d+)", html.split('id="calls"', 1)[1])
+
+    html, replies = timeline()
+    assert replies == [str(i) for i in range(50)]  # the first page only, in call order
+    assert "120 calls" in html and "showing 1–50 (page 1 of 3)" in html
+    assert 'id="calls-more"' in html and 'id="calls-prev"' not in html
+    more = re.search(r'id="calls-more" href="\?([^"#]+)', html)
+    assert more is not None and "calls=2" in more.group(1)
+    html, replies = timeline(calls="3")
+    assert replies == [str(i) for i in range(100, 120)] and 'id="calls-more"' not in html
+    assert timeline(calls="99")[1] == [str(i) for i in range(100, 120)]  # past the end: the last page
+    assert client.get(f"/runs/{folder.name}/items/a_long", params={"calls": "-1"}).status_code == 400
 
 
 def test_run_page_shows_the_resolved_config_as_yaml(client: TestClient, runs) -> None:

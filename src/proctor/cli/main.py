@@ -382,21 +382,27 @@ QUICK_DEMOS = ("qa", "exam")
 def demo(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="folder that holds run directories"),
     all_demos: bool = typer.Option(False, "--all", help="run every protocol's full demo (about 40 minutes)"),
-    only: str = typer.Option("", "--only", help="comma-separated protocols whose full demos to run"),
+    only: str = typer.Option(
+        "",
+        "--only",
+        help="comma-separated demos to run: a protocol's name, or a named demo (rageval-hotpotqa)",
+    ),
     quiet: bool = typer.Option(False, "--quiet"),
     dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
 ) -> None:
     """Run shipped demos on the fictional sample corpus with the embedded models, offline.
 
     Without options: the qa demo (closed-book vs RAG, judged with the reference) and a small exam with
-    its IRT table. `--all` runs every protocol's demo; `--only kieval,reckon` the ones named."""
+    its IRT table. `--all` runs every protocol's demo; `--only kieval,reckon` the ones named, which may also
+    be a protocol's extra named demos (`--only rageval-hotpotqa`: real HotpotQA questions)."""
     from proctor.config import RunConfig
     from proctor.config_paths import config_dir
     from proctor.kit.registry import get_protocol, protocol_names
     from proctor.runner import run_config
 
     data = resources.files("proctor") / "data"
-    demos = {n: p for n in protocol_names() if (p := get_protocol(n).demo_config) is not None}
+    full = {n: p for n in protocol_names() if (p := get_protocol(n).demo_config) is not None}
+    demos = {k: p for n in protocol_names() for k, p in get_protocol(n).named_demos.items()}
     wanted = [w.strip() for w in only.split(",") if w.strip()]
     if set(wanted) - set(demos):
         raise UserError(
@@ -404,14 +410,14 @@ def demo(
             f"demos: {', '.join(sorted(demos))}."
         )
     if wanted or all_demos:
-        configs = [demos[n] for n in (wanted or sorted(demos))]
+        # --all: every protocol's full demo; the extra named demos only when asked for by name.
+        configs = [demos[n] for n in wanted] if wanted else [full[n] for n in sorted(full)]
     else:
         configs = [p for n in QUICK_DEMOS if (p := get_protocol(n).quick_demo_config) is not None]
     reports = []
     for path in configs:
-        name = path.parent.name
         text = path.read_text(encoding="utf-8").replace("${PROCTOR_DATA}", str(data))
-        out.print(f"[bold]Demo: {name}[/]")
+        out.print(f"[bold]Demo: {path.parent.name}{path.stem.removeprefix('demo').replace('_', ' ')}[/]")
         with config_dir(path.parent):  # the demo's own files (seed questions, labels) sit beside it
             cfg = RunConfig.model_validate(yaml.safe_load(text))
         if dry_run:

@@ -28,6 +28,7 @@ from proctor.store import RunStore
 
 if TYPE_CHECKING:
     from proctor.corpus import Corpus
+    from proctor.corpus.types import Chunk
     from proctor.embeddings.base import Embedder
     from proctor.retrieval.base import Retriever
 
@@ -83,6 +84,16 @@ class RunContext(Generic[S]):
 
             self._corpus = load_run_corpus(self.config)  # the local loader, or Ray with `executor: ray`
         return self._corpus
+
+    def use_corpus(self, chunks: list[Chunk]) -> None:
+        """Answer over these chunks instead of `corpus.path`: for a protocol whose documents come with its
+        questions (a HotpotQA file's paragraphs). Only before any retriever is built, so every retriever of
+        the run searches the same chunks."""
+        from proctor.corpus import Corpus
+
+        if self._retrievers:
+            raise RuntimeError("use_corpus after a retriever was built")
+        self._corpus = Corpus(chunks)
 
     @property
     def embedder(self) -> Embedder:

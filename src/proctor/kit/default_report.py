@@ -2,7 +2,9 @@
 
 It reads the run record only: headline estimates (every `Estimate` in the protocol's result model, named
 by its path), one table per item kind with the payload's fields as columns, and failures by kind and
-cause (items and judgments). Long text is shortened for the table; all of it is escaped by the template.
+cause (items and judgments). A failed or surprising row (an item error, a judgment error, a verdict other
+than correct, judges that disagree) carries the prompts and replies behind it (`proctor.report.evidence`).
+Long text is shortened for the table; all of it is escaped by the template.
 
 A run whose result cannot be read typed — its results no longer fit the protocol's result model — still
 shows its estimates: the stored results are read openly (`OpenResult`), as for a protocol not installed.
@@ -19,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 from proctor.kit.record import Run
 from proctor.kit.result import OpenResult, named_estimates
 from proctor.report._env import render_template
-from proctor.store.record import ItemRecord, RunRecord
+from proctor.report.evidence import ItemEvidence, evidence
+from proctor.store.record import ItemRecord, JudgmentRecord, RunRecord
 
 MAX_ROWS = 50
 MAX_CELL = 160
@@ -36,6 +39,7 @@ def _item_tables(run: RunRecord) -> list[dict[str, Any]]:
     for it in run.iter_items():
         by_kind.setdefault(it.kind, []).append(it)
     tables = []
+    all_rows: list[dict[str, Any]] = []
     for kind, items in by_kind.items():
         fields: dict[str, None] = {}
         for it in items[:MAX_ROWS]:
@@ -48,11 +52,28 @@ def _item_tables(run: RunRecord) -> list[dict[str, Any]]:
                 "status": it.status,
                 "cause": it.error_cause,
                 "cells": [_cell((it.data if isinstance(it.data, dict) else {}).get(c)) for c in columns],
+                "evidence": None,
             }
             for it in items[:MAX_ROWS]
         ]
         tables.append({"kind": kind, "total": len(items), "columns": columns, "rows": rows})
+        all_rows += rows
+    _attach_evidence(run, all_rows)
     return tables
+
+
+def _surprising(item_failed: bool, judgments: list[JudgmentRecord]) -> bool:
+    verdicts = {j.verdict for j in judgments if j.verdict is not None}
+    return item_failed or any(j.error for j in judgments) or bool(verdicts - {"correct"}) or len(verdicts) > 1
+
+
+def _attach_evidence(run: RunRecord, rows: list[dict[str, Any]]) -> None:
+    """The rows' failed or surprising items get their evidence, embedded for the first ones."""
+    judged = run.judgments_of([r["key"] for r in rows])
+    wanted = [r for r in rows if _surprising(r["status"] == "error", judged.get(r["key"], []))]
+    found: dict[str, ItemEvidence] = evidence(run, [r["key"] for r in wanted])
+    for r in wanted:
+        r["evidence"] = found.get(r["key"])
 
 
 def _failures(run: RunRecord) -> list[dict[str, Any]]:

@@ -83,6 +83,18 @@ class Protocol(Generic[S]):
         path = self.package_dir / "demo_quick.yaml"
         return path if path.is_file() else self.demo_config
 
+    @property
+    def named_demos(self) -> dict[str, Path]:
+        """Every demo the protocol ships, by the name `proctor demo --only` takes: `<protocol>` for demo.yaml,
+        `<protocol>-<name>` for each extra `demo_<name>.yaml` beside it (demo_quick.yaml is the quick
+        variant of the full demo, not a demo of its own)."""
+        out = {self.name: p} if (p := self.demo_config) is not None else {}
+        for path in sorted(self.package_dir.glob("demo_*.yaml")):
+            extra = path.stem.removeprefix("demo_")
+            if extra != "quick":
+                out[f"{self.name}-{extra.replace('_', '-')}"] = path
+        return out
+
     def role_help(self) -> str:
         """`examiner (writes the questions), judge (optional: ...)` — for error messages and `options`."""
         return (

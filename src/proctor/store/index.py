@@ -2,7 +2,11 @@
 filters and pages over indexed columns whatever the run's size (`RunRecord.attach_index` and the paged
 queries after it read it).
 
-* `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter;
+* `item_meta` — one row per item (seq, key, kind, status, candidate, error cause), indexed per filter,
+  with the sort keys of the item list's columns (`title_key`, `answer_key`: the start of the item's title
+  and answer, lower-cased; `verdicts`: its judgments' verdicts in judge order; `label_key`: its latest
+  human label, from the folder's `labels.sqlite`, applied as labels are added), indexed per kind so a
+  sorted list pages without sorting the run;
 * `item_judgment` — one row per judgment (seq, judge, verdict, error cause), indexed by verdict and cause;
 * `outcome` — one row per judgment with a binary outcome, keyed by what matches its item across runs, so
   comparing two runs is one indexed join of two small tables (`paired_outcomes`), not a re-read of both;
@@ -21,22 +25,29 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from proctor.store.labels import LABELS_FILE
 from proctor.store.record import RUN_FILE, store_files
 from proctor.store.safe_files import check_sqlite
 
 INDEX_FILE = "viewer.sqlite"
-VERSION = "4"
+VERSION = "6"
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE IF NOT EXISTS item_meta (
-  seq INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT, status TEXT, candidate TEXT, error_cause TEXT);
+  seq INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT, status TEXT, candidate TEXT NOT NULL DEFAULT '',
+  error_cause TEXT, title_key TEXT NOT NULL DEFAULT '', answer_key TEXT NOT NULL DEFAULT '',
+  verdicts TEXT NOT NULL DEFAULT '', label_key TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS item_meta_kind ON item_meta(kind, seq);
 CREATE INDEX IF NOT EXISTS item_meta_cand ON item_meta(kind, candidate, seq);
 CREATE INDEX IF NOT EXISTS item_meta_status ON item_meta(kind, status, seq);
 CREATE INDEX IF NOT EXISTS item_meta_cause ON item_meta(error_cause, seq);
+CREATE INDEX IF NOT EXISTS item_meta_title ON item_meta(kind, title_key, seq);
+CREATE INDEX IF NOT EXISTS item_meta_answer ON item_meta(kind, answer_key, seq);
+CREATE INDEX IF NOT EXISTS item_meta_verdicts ON item_meta(kind, verdicts, seq);
+CREATE INDEX IF NOT EXISTS item_meta_label ON item_meta(kind, label_key, seq);
 CREATE TABLE IF NOT EXISTS item_judgment (seq INTEGER, judge TEXT, verdict TEXT, error_cause TEXT);
 CREATE INDEX IF NOT EXISTS item_judgment_seq ON item_judgment(seq, judge);
 CREATE INDEX IF NOT EXISTS item_judgment_verdict ON item_judgment(verdict, judge, seq);
@@ -67,6 +78,19 @@ FROM (SELECT j.item_key, j.judge, j.verdict, j.score, i.kind,
         AND (j.verdict IN ('correct', 'incorrect') OR typeof(j.score) IN ('integer', 'real'))
       ORDER BY j.rowid) o
 """
+# The payload fields that stand for an item's title (the question, or what takes its place) and its answer,
+# first non-empty one wins: the item list shows them and sorts by them.
+TITLE_FIELDS = ("question", "interactor_question", "keyword", "title", "text", "name", "task")
+ANSWER_FIELDS = ("answer", "candidate_reply", "reply", "prediction", "output")
+# How many characters of a title or answer its sort key keeps (enough to order what a page shows).
+SORT_KEY_CHARS = 48
+
+
+def _first_field(names: tuple[str, ...]) -> str:
+    picks = ", ".join(f"NULLIF(CAST(json_extract(data, '$.{n}') AS TEXT), '')" for n in names)
+    return f"lower(substr(COALESCE({picks}, ''), 1, {SORT_KEY_CHARS}))"
+
+
 # Every string in an item's data, its key and its error: what a search matches.
 _ITEM_TEXT = (
     "r.key || ' ' || COALESCE((SELECT group_concat(t.value, ' ') FROM json_tree(r.data) t"
@@ -85,7 +109,7 @@ def _side(folder: Path) -> sqlite3.Connection:
     check_sqlite(folder / INDEX_FILE, must_exist=False)
     side = sqlite3.connect(folder / INDEX_FILE, timeout=30, isolation_level=None)
     side.execute("PRAGMA journal_mode=WAL")
-    side.executescript(SCHEMA)
+    side.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")  # the rest: ensure_index
     side.execute("ATTACH DATABASE ? AS run", (f"{(folder / RUN_FILE).resolve().as_uri()}?mode=ro",))
     return side
 
@@ -108,18 +132,21 @@ def ensure_index(folder: Path, *, search: bool = False) -> Path:
             stamp = store_stamp(folder)
             if meta.get("version") != VERSION:
                 side.execute("BEGIN")
-                side.execute("DELETE FROM main.item_meta")
-                side.execute("DELETE FROM main.item_judgment")
-                side.execute("DROP TABLE IF EXISTS main.outcome")  # its shape changed between versions
+                # Tables (and their columns) change shape between versions: rebuilt whole.
+                side.execute("DROP TABLE IF EXISTS main.item_meta")
+                side.execute("DROP TABLE IF EXISTS main.item_judgment")
+                side.execute("DROP TABLE IF EXISTS main.outcome")
                 side.execute("DROP TABLE IF EXISTS main.item_fts")
                 side.execute("DELETE FROM main.meta")
                 _set(side, version=VERSION)
                 side.execute("COMMIT")
-                side.executescript(SCHEMA)
                 meta = {"version": VERSION}
+            side.executescript(SCHEMA)  # after the version check: an older shape is dropped first
             if meta.get("stamp") != stamp:
                 _refresh(side, meta, stamp)
+                _set(side, labels_id="-1")  # re-indexed rows lost their label key: apply every label again
                 meta = _meta(side)
+            _refresh_labels(side, folder, meta)
             if search and meta.get("fts_stamp") != stamp:
                 _refresh_fts(side, meta, stamp)
         finally:
@@ -135,8 +162,10 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
             "DELETE FROM main.item_meta WHERE seq IN (SELECT seq FROM run.items WHERE updated >= ?)", (since,)
         )
     side.execute(
-        "INSERT OR REPLACE INTO main.item_meta (seq, key, kind, status, candidate, error_cause)"
-        " SELECT seq, key, kind, status, json_extract(data, '$.candidate'), error_cause FROM run.items"
+        "INSERT OR REPLACE INTO main.item_meta"
+        " (seq, key, kind, status, candidate, error_cause, title_key, answer_key)"
+        " SELECT seq, key, kind, status, COALESCE(CAST(json_extract(data, '$.candidate') AS TEXT), ''),"
+        f" error_cause, {_first_field(TITLE_FIELDS)}, {_first_field(ANSWER_FIELDS)} FROM run.items"
         " WHERE updated >= ?",
         (since,),
     )
@@ -146,11 +175,53 @@ def _refresh(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None
         " SELECT i.seq, j.judge, j.verdict, j.error_cause FROM run.judgments j JOIN run.items i"
         " ON i.key = j.item_key"
     )
+    # Judgments carry no time: every item's verdicts key is recomputed with them.
+    side.execute(
+        "UPDATE main.item_meta SET verdicts = g.vs FROM (SELECT seq, group_concat(v, ' ') AS vs FROM"
+        " (SELECT j.seq, COALESCE(j.verdict, j.error_cause, '') AS v FROM main.item_judgment j"
+        " ORDER BY j.seq, j.judge, j.rowid) GROUP BY seq) g"
+        " WHERE g.seq = item_meta.seq AND item_meta.verdicts != g.vs"
+    )
+    side.execute(
+        "UPDATE main.item_meta SET verdicts = '' WHERE verdicts != ''"
+        " AND seq NOT IN (SELECT seq FROM main.item_judgment)"
+    )
     side.execute("DELETE FROM main.outcome")
     side.execute(_OUTCOMES)
     newest = side.execute("SELECT MAX(updated) FROM run.items").fetchone()[0]
     _set(side, stamp=stamp, updated=repr(float(newest)) if newest is not None else "-1")
     side.execute("COMMIT")
+
+
+def _refresh_labels(side: sqlite3.Connection, folder: Path, meta: dict[str, str]) -> None:
+    """Each item's latest label into `label_key`, for the labels added since the last time (labels are
+    append-only, so the highest label id seen is enough to know which)."""
+    path = folder / LABELS_FILE
+    check_sqlite(path, must_exist=False)
+    if not path.is_file():
+        return
+    side.execute("ATTACH DATABASE ? AS lb", (f"{path.resolve().as_uri()}?mode=ro",))
+    try:
+        known = "SELECT 1 FROM lb.sqlite_master WHERE type='table' AND name='labels'"
+        if side.execute(known).fetchone() is None:
+            return
+        since = int(meta.get("labels_id", "-1"))
+        newest = side.execute("SELECT MAX(id) FROM lb.labels").fetchone()[0]
+        if newest is None or int(newest) <= since:
+            return
+        side.execute("BEGIN")
+        side.execute(
+            "UPDATE main.item_meta SET label_key = COALESCE((SELECT l.label FROM lb.labels l"
+            " WHERE l.item_key = item_meta.key ORDER BY l.id DESC LIMIT 1), '')"
+            " WHERE key IN (SELECT item_key FROM lb.labels WHERE id > ?)",
+            (since,),
+        )
+        _set(side, labels_id=str(int(newest)))
+        side.execute("COMMIT")
+    finally:
+        if side.in_transaction:
+            side.execute("ROLLBACK")
+        side.execute("DETACH DATABASE lb")
 
 
 def _refresh_fts(side: sqlite3.Connection, meta: dict[str, str], stamp: str) -> None:

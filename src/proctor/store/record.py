@@ -41,6 +41,18 @@ StoreError = sqlite3.Error
 _CHUNK = 500
 # The side index's schema name while attached (`attach_index`; built by `proctor.store.index`).
 INDEX_ALIAS = "vx"
+# The item list's sortable columns: name -> SQL expression over the side index's `item_meta m` (never a
+# string from the request). Each is non-NULL, and the insertion number breaks ties, so a sorted list is
+# one total order: it pages stably and an item's neighbours are its rows above and below.
+SORT_KEYS: dict[str, str] = {
+    "seq": "m.seq",
+    "item": "m.title_key",
+    "candidate": "m.candidate",
+    "answer": "m.answer_key",
+    "judgments": "m.verdicts",
+    "status": "m.status",
+    "labels": "m.label_key",
+}
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -162,6 +174,14 @@ class ItemQuery:
     verdict: str | None = None
     cause: str | None = None
     fts: str | None = None
+    sort: str = "seq"  # a name of SORT_KEYS
+    descending: bool = False
+
+    def order(self) -> tuple[str, str]:
+        """The sort key's SQL expression and the ORDER BY clause that pages by it."""
+        expr = SORT_KEYS.get(self.sort, "m.seq")
+        way = " DESC" if self.descending else ""
+        return expr, f" ORDER BY {expr}{way}, m.seq{way}"
 
     def where(self) -> tuple[str, list[Any]]:
         """SQL conditions over the side index's `item_meta m`, and their parameters."""
@@ -388,9 +408,18 @@ class RunRecord:
         q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
         return self._conn.execute(q, (name,)).fetchone() is not None
 
-    def transcripts(self, item_key: str | None = None) -> list[CallTranscript]:
+    def call_count(self, item_key: str) -> int:
+        """How many model calls were made for `item_key` (an index probe on a store that has
+        `model_calls_item`, a scan on an older one)."""
+        q = "SELECT COUNT(*) FROM model_calls WHERE item_key=?"
+        return int(self._conn.execute(q, (item_key,)).fetchone()[0])
+
+    def transcripts(
+        self, item_key: str | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[CallTranscript]:
         """The model calls made for `item_key` (None: every call of the run), in call order, each with the
-        messages it sent and the reply it got when the run stored text. A store written before transcripts
+        messages it sent and the reply it got when the run stored text; `limit` / `offset`: one page of
+        them (a long agent transcript is read a page at a time). A store written before transcripts
         gives every call with `text_stored=False`."""
         new = self.records_transcripts()
         cols = "id, provider, model, role, item_key, prompt_tokens, completion_tokens, latency_s, cached,"
@@ -398,11 +427,15 @@ class RunRecord:
         if new:
             cols += ", step, messages_ref, params, reply_ref, reply_tool_calls, logprobs, text_stored"
         q = f"SELECT {cols} FROM model_calls"
-        rows = (
-            self._conn.execute(q + " ORDER BY id").fetchall()
-            if item_key is None
-            else self._conn.execute(q + " WHERE item_key=? ORDER BY id", (item_key,)).fetchall()
-        )
+        args: list[Any] = []
+        if item_key is not None:
+            q += " WHERE item_key=?"
+            args.append(item_key)
+        q += " ORDER BY id"
+        if limit is not None:
+            q += " LIMIT ? OFFSET ?"
+            args += [limit, offset]
+        rows = self._conn.execute(q, args).fetchall()
         refs: list[tuple[Any, list[dict[str, Any]] | None]] = []
         wanted: set[str] = set()
         for r in rows:
@@ -515,24 +548,38 @@ class RunRecord:
         return min(int(n), cap), int(n) > cap
 
     def matching_keys(self, q: ItemQuery, limit: int, offset: int) -> list[str]:
-        """One page of the keys of the items matching `q`, in insertion order."""
+        """One page of the keys of the items matching `q`, in its sort order (insertion order by default)."""
         where, args = q.where()
+        _, order = q.order()
         return [
             r[0]
             for r in self._conn.execute(
-                f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where} ORDER BY m.seq LIMIT ? OFFSET ?",
+                f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where}{order} LIMIT ? OFFSET ?",
                 [*args, limit, offset],
             )
         ]
 
     def neighbours(self, q: ItemQuery, seq: int) -> tuple[str | None, str | None]:
-        """Keys of the items matching `q` just before and just after insertion number `seq`."""
+        """Keys of the items matching `q` just before and just after insertion number `seq`, in `q`'s
+        sort order."""
         where, args = q.where()
+        expr, _ = q.order()
+        row = self._conn.execute(f"SELECT {expr} FROM {INDEX_ALIAS}.item_meta m WHERE m.seq = ?", (seq,))
+        found = row.fetchone()
+        if found is None:
+            return None, None
         glue = " AND " if where else " WHERE "
         base = f"SELECT m.key FROM {INDEX_ALIAS}.item_meta m{where}{glue}"
-        prev = self._conn.execute(f"{base}m.seq < ? ORDER BY m.seq DESC LIMIT 1", [*args, seq]).fetchone()
-        nxt = self._conn.execute(f"{base}m.seq > ? ORDER BY m.seq LIMIT 1", [*args, seq]).fetchone()
-        return (prev[0] if prev else None), (nxt[0] if nxt else None)
+        before, after = (">", "<") if q.descending else ("<", ">")
+        out: list[str | None] = []
+        for op, descending in ((before, not q.descending), (after, q.descending)):
+            way = " DESC" if descending else ""
+            hit = self._conn.execute(
+                f"{base}({expr}, m.seq) {op} (?, ?) ORDER BY {expr}{way}, m.seq{way} LIMIT 1",
+                [*args, found[0], seq],
+            ).fetchone()
+            out.append(hit[0] if hit else None)
+        return out[0], out[1]
 
     def facets(self) -> IndexFacets:
         """From the side index: every lookup is on an index."""

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
   id INTEGER PRIMARY KEY AUTOINCREMENT, provider TEXT, model TEXT, role TEXT, item_key TEXT,
   prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd REAL, latency_s REAL,
   cached INTEGER, attempts INTEGER, error TEXT, created REAL);
+CREATE INDEX IF NOT EXISTS model_calls_item ON model_calls(item_key, id);
 CREATE TABLE IF NOT EXISTS judgments (
   item_key TEXT NOT NULL, judge TEXT NOT NULL, verdict TEXT, score REAL, reason TEXT, error TEXT,
   data TEXT, error_cause TEXT, PRIMARY KEY (item_key, judge));

@@ -251,9 +251,12 @@ async def item_page(request: Request) -> Response:
     folder = _folder(request)
     key = request.path_params["key"]
     f = _filter(request).model_copy(update={"page": 1})
+    calls_page = request.query_params.get("calls", "1")
+    if not calls_page.isdigit() or len(calls_page) > 9:
+        raise HTTPException(400, "bad calls page")
     fts = fts_query(f.q) if f.q else None
     with _open_indexed(folder, search=fts is not None) as run:
-        item = items_q.detail(run, key)
+        item = items_q.detail(run, key, calls_page=int(calls_page))
         if item is None:
             raise HTTPException(404, "no such item in this run")
         prev_key, next_key = items_q.neighbours(run, f, item.seq, fts)

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from proctor.agents.trace import Trajectory
+from proctor.store.index import ANSWER_FIELDS, TITLE_FIELDS
 from proctor.store.record import IndexFacets, ItemQuery, ItemRecord, JudgmentRecord, RunRecord
 from proctor.store.transcripts import CallTranscript, LogprobSummary, ToolCallText
 
 PAGE_SIZE = 50
 # Counting the matches of a filter that is not on the index stops here ("10,000+").
 COUNT_CAP = 10_000
-TITLE_FIELDS = ("question", "interactor_question", "keyword", "title", "text", "name", "task")
-ANSWER_FIELDS = ("answer", "candidate_reply", "reply", "prediction", "output")
 REFERENCE_FIELDS = (
     "reference_answer",
     "reference",
@@ -34,6 +33,9 @@ REFERENCE_FIELDS = (
 _MAX_SHORT = 240
 # A call's message longer than this shows its start, with the whole text one click away.
 MESSAGE_PREVIEW = 1200
+# An item page shows this many of its model calls at a time ("more" pages on): an agent's long
+# transcript is read and rendered a page at a time.
+CALLS_PAGE = 50
 
 
 class ItemFilter(BaseModel):
@@ -46,7 +48,21 @@ class ItemFilter(BaseModel):
     cause: str | None = None
     status: str | None = None
     q: str | None = None
+    # The column the list is sorted by (a name of `proctor.store.record.SORT_KEYS`: nothing else passes).
+    sort: Literal["seq", "item", "candidate", "answer", "judgments", "status", "labels"] | None = None
+    order: Literal["asc", "desc"] | None = None
     page: int = Field(default=1, ge=1)
+
+    def sort_link(self, column: str) -> dict[str, Any]:
+        """The query of the list sorted by `column`: ascending first, descending on a second click."""
+        descending = (self.sort or "seq") == column and self.order != "desc"
+        return self.query(sort=column, order="desc" if descending else None, page=None)
+
+    def sorted_by(self, column: str) -> str | None:
+        """ "ascending" / "descending" for the column the list is sorted by (aria-sort), else None."""
+        if (self.sort or "seq") != column:
+            return None
+        return "descending" if self.order == "desc" else "ascending"
 
     def query(self, **override: Any) -> dict[str, Any]:
         """The non-empty fields (with overrides), for building links."""
@@ -63,6 +79,8 @@ class ItemFilter(BaseModel):
             verdict=self.verdict,
             cause=self.cause,
             fts=fts,
+            sort=self.sort or "seq",
+            descending=self.order == "desc",
         )
 
 
@@ -254,7 +272,7 @@ class ItemDetail:
     error_cause: str | None
     data: Any
     judgments: list[JudgmentRecord]
-    calls: list[Call]
+    calls: list[Call]  # one page of them (CALLS_PAGE, from call number `calls_from`)
     rounds: list[Round]
     # Why the calls have no text: None when they have it (or there are none), else what to say.
     no_text: str | None
@@ -263,6 +281,10 @@ class ItemDetail:
     answer: str = ""
     trajectory: Trajectory | None = None  # an agent candidate's steps (`data.trace.trajectory`)
     contexts: list[str] = field(default_factory=list)  # a pipeline candidate's passages (`.trace.contexts`)
+    calls_total: int = 0  # every call made for the item
+    calls_page: int = 1
+    calls_pages: int = 1
+    calls_size: int = CALLS_PAGE
 
 
 def _call(c: CallTranscript) -> Call:
@@ -355,12 +377,16 @@ def trace_of(data: Any) -> tuple[Trajectory | None, list[str]]:
     return trajectory, [_text(c) for c in contexts] if isinstance(contexts, list) else []
 
 
-def detail(run: RunRecord, key: str) -> ItemDetail | None:
+def detail(run: RunRecord, key: str, calls_page: int = 1, calls_size: int = CALLS_PAGE) -> ItemDetail | None:
+    """One item with page `calls_page` of its model calls (`calls_size` a page)."""
     it = run.item(key)
     if it is None:
         return None
     data = it.data
-    calls = run.transcripts(key)
+    total = run.call_count(key)
+    pages = max(1, -(-total // calls_size))
+    number = min(max(1, calls_page), pages)
+    calls = run.transcripts(key, limit=calls_size, offset=(number - 1) * calls_size)
     trajectory, contexts = trace_of(data)
     return ItemDetail(
         key=it.key,
@@ -379,4 +405,8 @@ def detail(run: RunRecord, key: str) -> ItemDetail | None:
         answer=_text(_pick(data, ANSWER_FIELDS)),
         trajectory=trajectory,
         contexts=contexts,
+        calls_total=total,
+        calls_page=number,
+        calls_pages=pages,
+        calls_size=calls_size,
     )

@@ -14,7 +14,11 @@ PROTOCOL = Protocol(
     name="qa",
     settings=Config,
     roles=(
-        Role("examiner", "writes a question and reference answer per chunk"),
+        Role(
+            "examiner",
+            "writes a question and reference answer per chunk (not needed with `qa.questions`)",
+            required=False,
+        ),
         Role(
             "judge",
             "judges answers with and without the reference (needed when `qa.judges` is not empty)",

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.kit.shared.judges import PanelConfig
+from proctor.kit.shared.question_file import BenchmarkQuestionsConfig
 
 
 class Config(BaseModel):
@@ -20,6 +21,18 @@ class Config(BaseModel):
         le=100_000,
         description="questions the examiner writes, one per sampled chunk (chunks are reused when there are "
         "fewer); questions dropped as not self-contained or duplicate are not replaced",
+    )
+    questions: BenchmarkQuestionsConfig | None = Field(
+        None,
+        description="ask the short-answer questions of this file (with their answers as references) instead "
+        "of writing questions from the corpus; a HotpotQA-format file without `corpus.path` also gives the "
+        "corpus: its context paragraphs, one document per title",
+    )
+    questions_per_level: int | None = Field(
+        None,
+        ge=1,
+        description="with `questions`: the first this many of each difficulty level, in file order (null: "
+        "the first `num_questions`)",
     )
     judges: list[Literal["with_reference", "without_reference"]] = Field(
         ["with_reference", "without_reference"],

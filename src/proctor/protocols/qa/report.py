@@ -19,6 +19,7 @@ from proctor.protocols.qa.result import QaResult
 from proctor.protocols.qa.run import QaAnswer
 from proctor.report import plots
 from proctor.report._env import render_template
+from proctor.report.evidence import evidence
 from proctor.store.record import ItemRecord, JudgmentRecord
 
 P = TypeVar("P", bound=BaseModel)
@@ -300,6 +301,7 @@ def _question_browser(
                 "em": _score(a.value, j, "em"),
                 "f1": _score(a.value, j, "f1"),
                 "verdicts": _verdicts(a.value, j, judges),
+                "evidence": None,  # the prompts and replies, for a surprising answer (`_attach_evidence`)
             }
         )
     primary = judges[0] if judges else None
@@ -311,6 +313,24 @@ def _question_browser(
         entry_["n_failed"] = sum(1 for a in entry_["answers"] if a["status"] == "error")
         entry_["n_unparsed"] = sum(1 for v in verdicts if v["cls"] == "err")
     return list(browser.values())
+
+
+def _surprising(answer: dict[str, Any]) -> bool:
+    """A failed answer, a verdict other than correct (incorrect, partial, unparsed), or judges that
+    disagree: what a reader wants the prompt and reply of."""
+    if answer["status"] == "error":
+        return True
+    present = [v for v in answer["verdicts"] if v["present"]]
+    return any(v["cls"] != "good" for v in present) or len({v["cls"] for v in present}) > 1
+
+
+def _attach_evidence(run: Run, questions: list[dict[str, Any]]) -> None:
+    """Each surprising answer of the question browser gets its evidence (`proctor.report.evidence`),
+    embedded for the first ones in report order."""
+    wanted = [a for q in questions for a in q["answers"] if _surprising(a)]
+    found = evidence(run, [a["key"] for a in wanted])
+    for a in wanted:
+        a["evidence"] = found.get(a["key"])
 
 
 def _decided_by(judged: Judged) -> list[dict[str, Any]]:
@@ -367,6 +387,8 @@ def qa_context(run: Run) -> dict[str, Any]:
             configured |= {WITH_REF} if c.accuracy_with_reference is not None else set()
             configured |= {WITHOUT_REF} if c.accuracy_without_reference is not None else set()
     acc_judges = _ordered_judges(configured | set(judges))
+    browser = _question_browser(questions, answers, judged, judges)
+    _attach_evidence(run, browser)
     return {
         "decided_by": _decided_by(judged),
         "generation_stats": _generation_stats(result.questions if result else None),
@@ -375,9 +397,21 @@ def qa_context(run: Run) -> dict[str, Any]:
         "judges": judges,
         "primary": judges[0] if judges else None,
         "per_candidate": _per_candidate(answers, judged, result, acc_judges),
-        "questions": _question_browser(questions, answers, judged, judges),
+        "questions": browser,
         "n_answers": len(answers),
         "agreement": _agreement(answers, judged) if {WITH_REF, WITHOUT_REF} <= set(judges) else None,
+        "judge_f1": (
+            {
+                "rows": [
+                    (name, c.judge_f1_disagreement)
+                    for name, c in result.candidates.items()
+                    if c.judge_f1_disagreement is not None
+                ],
+                "examples": result.disagreements,
+            }
+            if result is not None and any(c.judge_f1_disagreement for c in result.candidates.values())
+            else None
+        ),
         "judge_label": judge_label,
         "traces": [
             {"candidate": a.value.candidate, "question": a.value.question, "trace": a.value.trace}

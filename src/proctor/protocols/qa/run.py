@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
+from proctor.errors import UserError
 from proctor.estimates import Estimate
 from proctor.kit.context import RunContext, successes
 from proctor.kit.shared.answers import AnswerItem, AnswerTask, answer_questions
+from proctor.kit.shared.hotpotqa import corpus_chunks, first_per_level
 from proctor.kit.shared.judges import JUDGE_NAMES, Panel, judge_answers
+from proctor.kit.shared.question_file import load_questions
 from proctor.kit.shared.questions import (
     GenerationStats,
     Question,
@@ -19,9 +23,10 @@ from proctor.kit.shared.questions import (
 from proctor.kit.steps import Judgment, Outcome
 from proctor.prompts import prompt_version
 from proctor.protocols.qa.config import Config
-from proctor.protocols.qa.result import JudgedAccuracy, QaCandidate, QaResult
+from proctor.protocols.qa.result import Disagreement, JudgedAccuracy, QaCandidate, QaResult
 
 PROMPT = "qa/generate"
+FILE_PROMPT = "file"  # the prompt_version of a question read from a file: no prompt wrote it
 
 Verdicts = dict[str, dict[str, Judgment]]  # answer key -> judge name -> judgment
 JudgeFailures = set[tuple[str, str]]  # (answer key, judge name)
@@ -43,7 +48,10 @@ async def run(ctx: RunContext[Config]) -> QaResult:
 
 
 async def _questions(ctx: RunContext[Config]) -> tuple[list[Question], GenerationStats]:
-    """One question per sampled chunk (chunks reused, with a variant number, when there are fewer)."""
+    """One question per sampled chunk (chunks reused, with a variant number, when there are fewer), or the
+    questions of the configured file."""
+    if ctx.settings.questions is not None:
+        return _file_questions(ctx)
     chunks = ctx.corpus.chunks
     examiner = ctx.role("examiner")
     version = prompt_version(PROMPT)
@@ -71,6 +79,45 @@ async def _questions(ctx: RunContext[Config]) -> tuple[list[Question], Generatio
         output=Question,
     )
     return keep_questions(outcomes)
+
+
+def _file_questions(ctx: RunContext[Config]) -> tuple[list[Question], GenerationStats]:
+    """The file's short-answer questions, the file's answer as the reference (multiple-choice records are
+    skipped and counted). A HotpotQA-format file with no `corpus.path` is also the corpus."""
+    cfg = ctx.settings
+    assert cfg.questions is not None
+    loaded, stats = load_questions(cfg.questions, section="qa.questions")
+    short = [q for q in loaded if not q.multiple_choice]
+    if cfg.questions_per_level is not None:
+        picked = first_per_level(short, cfg.questions_per_level, lambda q: q.difficulty)
+    else:
+        picked = short[: cfg.num_questions]
+    if ctx.config.corpus.path is None:
+        chunks = corpus_chunks(Path(cfg.questions.path), "qa.questions.path")
+        if not chunks:
+            raise UserError(
+                f"qa.questions: {cfg.questions.path} holds no HotpotQA-style context paragraphs, and the "
+                "config sets no corpus.path. Set corpus.path to the documents the candidates retrieve from."
+            )
+        ctx.use_corpus(chunks)
+    questions = [
+        Question(
+            question_id=q.question_id,
+            question=q.question,
+            reference_answer=q.answer,
+            prompt_version=FILE_PROMPT,
+            source=q.source,
+        )
+        for q in picked
+    ]
+    filtered = {**stats["skipped"], "multiple choice": len(loaded) - len(short)}
+    filtered["not in the slice"] = len(short) - len(picked)
+    return questions, GenerationStats(
+        planned=len(picked),
+        generated=len(picked),
+        filtered={k: v for k, v in filtered.items() if v},
+        kept=len(questions),
+    )
 
 
 async def _answers(ctx: RunContext[Config], questions: list[Question]) -> list[Outcome[AnswerTask, QaAnswer]]:
@@ -138,6 +185,45 @@ def _lexical(metric: str) -> Callable[[tuple[str, QaAnswer]], Awaitable[Judgment
     return score
 
 
+F1_CUT = 0.5  # F1 at or above it counts as "correct" when set against the judge
+MAX_DISAGREEMENT_EXAMPLES = 5  # per candidate
+
+
+def judge_f1_disagreement(pairs: list[tuple[float, float]]) -> Estimate:
+    """Share of (judge score, F1) pairs where the judge's verdict (score >= 0.5: correct) and F1 >= 0.5
+    differ: how often token overlap and the judge tell different stories about the same answers."""
+    differ = sum(1 for judge, f1 in pairs if (judge >= 0.5) != (f1 >= F1_CUT))
+    return Estimate.proportion(differ, len(pairs))
+
+
+def _disagreements(
+    name: str, ok: list[Outcome[AnswerTask, QaAnswer]], verdicts: Verdicts
+) -> tuple[Estimate | None, list[Disagreement]]:
+    judge = JUDGE_NAMES["with_reference"]
+    judged = [
+        (o.value, j)
+        for o in ok
+        if o.value is not None and (j := verdicts.get(o.key, {}).get(judge)) and j.score is not None
+    ]
+    if not judged:
+        return None, []
+    share = judge_f1_disagreement([(float(j.score or 0.0), a.f1) for a, j in judged])
+    examples = [
+        Disagreement(
+            candidate=name,
+            question=a.question,
+            reference=a.reference_answer,
+            answer=a.answer,
+            f1=round(a.f1, 4),
+            verdict=j.verdict or ("correct" if (j.score or 0.0) >= 0.5 else "incorrect"),
+            method=(j.data or {}).get("method"),
+        )
+        for a, j in judged
+        if (float(j.score or 0.0) >= 0.5) != (a.f1 >= F1_CUT)
+    ]
+    return share, examples[:MAX_DISAGREEMENT_EXAMPLES]
+
+
 def _summary(
     ctx: RunContext[Config],
     answers: list[Outcome[AnswerTask, QaAnswer]],
@@ -146,6 +232,7 @@ def _summary(
     gen_stats: GenerationStats,
 ) -> QaResult:
     candidates: dict[str, QaCandidate] = {}
+    examples: list[Disagreement] = []
     for ccfg in ctx.config.candidates:
         mine = [o for o in answers if o.unit.candidate.name == ccfg.name]
         ok = [o for o in mine if o.value is not None]
@@ -166,6 +253,8 @@ def _summary(
                 if len(p) == 2 and all(j.verdict for j in p.values())
             ]
             agreement = sum(1 for a, b in both if a == b) / len(both) if both else None
+        disagreement, mine_examples = _disagreements(ccfg.name, ok, verdicts)
+        examples += mine_examples
         candidates[ccfg.name] = QaCandidate(
             model=ctx.candidate_label(ccfg),
             retriever=ccfg.retriever,
@@ -175,11 +264,13 @@ def _summary(
             em=Estimate.mean([a.em for a in values], bounds=(0.0, 1.0)),
             f1=Estimate.mean([a.f1 for a in values], bounds=(0.0, 1.0)),
             judge_agreement=agreement,
+            judge_f1_disagreement=disagreement,
             **accuracy,
         )
     return QaResult(
         questions=gen_stats,
         candidates=candidates,
+        disagreements=examples,
         table=[_table_row(name, r, ctx.settings) for name, r in candidates.items()],
         warnings=_generation_warnings(gen_stats),
     )

@@ -21,6 +21,7 @@ class RagAnswer(Payload):
     task: str
     level: str
     domain: str
+    difficulty: str | None = None  # HotpotQA's level (easy / medium / hard), when the task has one
     question: str
     gold: str
     answer: str
@@ -52,5 +53,5 @@ class System:
     name: str
     workflow: str | None
     llm: str | None
-    make: Callable[[str], SystemUnderTest]  # domain -> the system acting in that domain
+    make: Callable[[str], SystemUnderTest]  # environment (a domain's) -> the system acting in it
     not_applicable: str | None = None

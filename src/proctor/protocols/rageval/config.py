@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proctor.agents.config import Limits
 from proctor.config_paths import ConfigFile
@@ -65,9 +65,27 @@ class Config(BaseModel):
         description="a HotpotQA-format file (JSON list or JSONL); its context paragraphs are the documents",
     )
     hotpotqa_questions: int | None = Field(None, ge=1, description="sample this many; null = all")
+    hotpotqa_per_level: int | None = Field(
+        None,
+        ge=1,
+        description="instead: the first this many of each HotpotQA level (easy, medium, hard) in file order",
+    )
+    hotpotqa_settings: list[Literal["shared", "distractor"]] = Field(
+        ["shared"],
+        description="environments for the HotpotQA questions: `shared` one corpus of every paragraph of the "
+        "file (harder), `distractor` each question's own paragraphs (HotpotQA's distractor setting)",
+    )
     levels: list[Level] = Field(["KS", "KU", "KA"], description="which levels to ask")
     grid: GridConfig = GridConfig()
     f1_threshold: float = Field(
         0.05, ge=0.0, le=1.0, description="the error taxonomy's F1 cut (R-Eval: 0.05)"
     )
     examiner_max_tokens: int = Field(256, ge=32, description="reply budget of one document question (JSON)")
+
+    @model_validator(mode="after")
+    def _one_hotpotqa_sample(self) -> Config:
+        if self.hotpotqa_questions is not None and self.hotpotqa_per_level is not None:
+            raise ValueError("set hotpotqa_questions or hotpotqa_per_level, not both")
+        if not self.hotpotqa_settings:
+            raise ValueError("hotpotqa_settings: name at least one of shared, distractor")
+        return self

@@ -52,6 +52,14 @@ class NotApplicable(Part):
     not_applicable: str
 
 
+class Score(Part):
+    """F1 (bootstrap interval) and EM (Wilson) over a group of answers."""
+
+    n: int
+    f1: Estimate
+    em: Estimate
+
+
 class RagSystem(Part):
     """One system's answers, scored."""
 
@@ -66,6 +74,8 @@ class RagSystem(Part):
     by_level: dict[str, Estimate]  # mean F1
     by_task: dict[str, Estimate]
     by_domain: dict[str, Estimate]
+    # HotpotQA answers by setting and level or type: `hotpotqa-distractor/easy`, `hotpotqa/comparison`, ...
+    by_hotpotqa: dict[str, Score] = Field(default_factory=dict)
     categories: dict[str, int]  # the error taxonomy's classes
     stops: dict[str, int]
     # Interrupted answers by cause (each cause is model- or tool-side: `agents.trace.TOOL_SIDE`).

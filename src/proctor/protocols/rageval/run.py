@@ -53,9 +53,12 @@ async def run(ctx: RunContext[Config]) -> RagevalResult:
         envs["documents"] = ctx.environment("documents", "rageval")
         tasks += await document_tasks(ctx, stats)
     if cfg.hotpotqa is not None:
-        hp_tasks, hp_chunks = hotpotqa_tasks(ctx, cfg.hotpotqa, stats)
-        envs["hotpotqa"] = DocumentEnvironment(hp_chunks).session
-        tasks += hp_tasks
+        hp = hotpotqa_tasks(ctx, cfg.hotpotqa, stats)
+        if hp.shared:
+            envs["hotpotqa"] = DocumentEnvironment(hp.shared).session
+        for name, chunks in hp.own.items():
+            envs[name] = DocumentEnvironment(chunks).session
+        tasks += hp.tasks
     await _record(ctx, tasks)
     systems = await _systems(ctx, envs)
     answers, failed = await _answer(ctx, [s for s in systems if s.not_applicable is None], tasks)
@@ -140,7 +143,7 @@ async def _answer(
 
     async def answer(unit: tuple[System, RagTask]) -> RagAnswer:
         s, t = unit
-        ans = await system_for(s, t.domain).answer(t.question)
+        ans = await system_for(s, t.environment or t.domain).answer(t.question)
         raw = ans.trace.get("trajectory") if ans.trace else None
         traj = Trajectory.model_validate(raw) if raw else None
         text = ans.text
@@ -166,6 +169,7 @@ async def _answer(
             task=t.task,
             level=t.level,
             domain=t.domain,
+            difficulty=t.difficulty,
             question=t.question,
             gold=t.gold,
             answer=text,

@@ -10,7 +10,14 @@ from proctor.estimates import Estimate
 from proctor.kit.context import RunContext
 from proctor.protocols.rageval.answers import RagAnswer, System
 from proctor.protocols.rageval.config import LEVELS, Config
-from proctor.protocols.rageval.result import NotApplicable, RagevalResult, RagSystem, TaskCounts, TaskStats
+from proctor.protocols.rageval.result import (
+    NotApplicable,
+    RagevalResult,
+    RagSystem,
+    Score,
+    TaskCounts,
+    TaskStats,
+)
 from proctor.protocols.rageval.tasks import RagTask
 from proctor.protocols.rageval.taxonomy import CATEGORIES
 
@@ -35,6 +42,28 @@ def pareto(points: dict[str, tuple[float, float]]) -> list[str]:
     return sorted(front, key=lambda n: points[n])
 
 
+def hotpotqa_breakdown(ctx: RunContext[Config], answers: list[RagAnswer]) -> dict[str, Score]:
+    """HotpotQA answers grouped by setting (the domain) and HotpotQA level, then by setting and question
+    type (bridge / comparison): F1 with a bootstrap interval, EM with a Wilson interval."""
+    groups: dict[str, list[RagAnswer]] = {}
+    hp = [a for a in answers if a.domain.startswith("hotpotqa")]
+    for a in hp:
+        if a.difficulty:
+            groups.setdefault(f"{a.domain}/{a.difficulty}", []).append(a)
+    for a in hp:
+        groups.setdefault(f"{a.domain}/{a.task.split('/', 1)[-1]}", []).append(a)
+    order = {"easy": 0, "medium": 1, "hard": 2}
+    out: dict[str, Score] = {}
+    for key in sorted(groups, key=lambda k: (k.rsplit("/", 1)[0], order.get(k.rsplit("/", 1)[1], 3), k)):
+        g = groups[key]
+        out[key] = Score(
+            n=len(g),
+            f1=_f1(ctx, [a.f1 for a in g]),
+            em=Estimate.proportion(int(sum(a.em for a in g)), len(g)),
+        )
+    return out
+
+
 def _system(ctx: RunContext[Config], s: System, mine: list[RagAnswer], failed: dict[str, int]) -> RagSystem:
     n = len(mine)
 
@@ -57,6 +86,7 @@ def _system(ctx: RunContext[Config], s: System, mine: list[RagAnswer], failed: d
         by_level=group("level"),
         by_task=group("task"),
         by_domain=group("domain"),
+        by_hotpotqa=hotpotqa_breakdown(ctx, mine),
         categories={c: cats.get(c, 0) for c in CATEGORIES},
         stops=dict(sorted(Counter(a.stop for a in mine).items())),
         interruptions=dict(

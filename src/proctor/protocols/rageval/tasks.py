@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field, ValidationError
@@ -23,6 +24,14 @@ from proctor.errors import StepError, UserError
 from proctor.ids import content_id
 from proctor.kit.context import RunContext
 from proctor.kit.shared.graph import build_context_graph
+from proctor.kit.shared.hotpotqa import (
+    Paragraph,
+    corpus_chunks,
+    file_format,
+    first_per_level,
+    paragraph_chunk,
+    paragraphs,
+)
 from proctor.kit.shared.questions import (
     Question,
     QuestionTask,
@@ -53,6 +62,21 @@ class RagTask(Payload):
     gold: str
     origin: str = "seed"
     support_ids: list[str] = Field(default_factory=list)
+    # HotpotQA's own difficulty level (easy / medium / hard), when the file gives one.
+    difficulty: str | None = None
+    # The environment the task is answered in, when not the domain's one (a HotpotQA question in the
+    # distractor setting: its own paragraphs).
+    environment: str | None = None
+
+
+@dataclass(frozen=True)
+class HotpotSet:
+    """A HotpotQA file read: its tasks, and the paragraphs (as chunks) of the shared corpus and of each
+    question (by environment name) for the distractor setting."""
+
+    tasks: list[RagTask]
+    shared: list[Chunk]
+    own: dict[str, list[Chunk]]
 
 
 class Proposed(Payload):
@@ -222,42 +246,62 @@ def _qtask(ctx: RunContext[Config], level: Level, cs: list[Chunk], bridge: str |
     )  # fmt: skip
 
 
-def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> tuple[list[RagTask], list[Chunk]]:
-    """HotpotQA records (question, answer, type, context [[title, [sentences]]]) -> tasks (KA: multi-hop),
-    and the context paragraphs as chunks of a document environment (one page per title)."""
+def hotpotqa_tasks(ctx: RunContext[Config], path: str, stats: TaskStats) -> HotpotSet:
+    """HotpotQA records (question, answer, type, level, context) -> tasks (R-Eval level KA: multi-hop), one
+    per asked setting: `shared` answers over one document environment of every paragraph of the file (one
+    page per title), `distractor` over the question's own paragraphs (its environment is named by its id).
+    `shared` keeps the domain `hotpotqa`; `distractor` tasks are domain `hotpotqa-distractor`."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"rageval.hotpotqa: {p} does not exist. Give a HotpotQA JSON or JSONL file.")
-    fmt: Literal["jsonl", "json"] = "jsonl" if p.suffix in (".jsonl", ".ndjson") else "json"
-    tasks: list[RagTask] = []
-    pages: dict[str, str] = {}
+    cfg = ctx.settings
+    rows: list[tuple[RagTask, list[Paragraph]]] = []
     skipped = 0
-    for rec in read_records(p, field="rageval.hotpotqa", format=fmt):
+    for rec in read_records(p, field="rageval.hotpotqa", format=file_format(p)):
         d = rec.data
         if not isinstance(d, dict) or not d.get("question") or not d.get("answer") or not d.get("context"):
             skipped += 1
             continue
-        for title, sents in d["context"]:
-            pages.setdefault(str(title), " ".join(str(s).strip() for s in sents))
-        tasks.append(
-            RagTask(
-                task_id=_task_id("hp", d.get("_id") or d["question"]),
-                task=f"hotpotqa/{d.get('type', 'multi-hop')}",
-                level="KA",
-                domain="hotpotqa",
-                question=str(d["question"]),
-                gold=str(d["answer"]),
-                support_ids=[str(t) for t, _ in d.get("supporting_facts") or []],
-            )
+        try:
+            paras = paragraphs(d["context"])
+        except (KeyError, TypeError, ValueError):
+            skipped += 1
+            continue
+        level = d.get("level")
+        task = RagTask(
+            task_id=_task_id("hp", d.get("_id") or d.get("id") or d["question"]),
+            task=f"hotpotqa/{d.get('type', 'multi-hop')}",
+            level="KA",
+            domain="hotpotqa",
+            question=str(d["question"]),
+            gold=str(d["answer"]),
+            support_ids=list(dict.fromkeys(str(t) for t, _ in d.get("supporting_facts") or [])),
+            difficulty=str(level) if level else None,
         )
-    if ctx.settings.hotpotqa_questions is not None and len(tasks) > ctx.settings.hotpotqa_questions:
-        pick = sorted(
-            int(i) for i in ctx.rng.choice(len(tasks), ctx.settings.hotpotqa_questions, replace=False)
-        )
-        tasks = [tasks[i] for i in pick]
-    chunks = [
-        Chunk(f"hc_{content_id(t)}", f"hd_{content_id(t)}", f"{p.name}#{t}", text, 0, {"title": t})
-        for t, text in pages.items()
-    ]
-    stats.hotpotqa = {"questions": len(tasks), "paragraphs": len(chunks), "skipped": skipped}
-    return tasks, chunks
+        rows.append((task, paras))
+    if cfg.hotpotqa_per_level is not None:
+        rows = first_per_level(rows, cfg.hotpotqa_per_level, lambda r: r[0].difficulty)
+    elif cfg.hotpotqa_questions is not None and len(rows) > cfg.hotpotqa_questions:
+        pick = sorted(int(i) for i in ctx.rng.choice(len(rows), cfg.hotpotqa_questions, replace=False))
+        rows = [rows[i] for i in pick]
+    # The shared corpus holds every paragraph of the file, not only the sampled questions' (distractors).
+    shared = corpus_chunks(p, "rageval.hotpotqa")
+    tasks: list[RagTask] = []
+    own: dict[str, list[Chunk]] = {}
+    for t, paras in rows:
+        if "shared" in cfg.hotpotqa_settings:
+            tasks.append(t)
+        if "distractor" in cfg.hotpotqa_settings:
+            env = f"hotpotqa-distractor/{t.task_id}"
+            own[env] = [paragraph_chunk(p.name, title, sents) for title, sents in paras]
+            distractor = {"domain": "hotpotqa-distractor", "environment": env}
+            tasks.append(t.model_copy(update={**distractor, "task_id": _task_id(t.task_id, "distractor")}))
+    stats.hotpotqa = {
+        "questions": len(rows),
+        "paragraphs": len(shared),
+        "skipped": skipped,
+        **{
+            f"level {k}": v for k, v in sorted(Counter(t.difficulty for t, _ in rows if t.difficulty).items())
+        },
+    }
+    return HotpotSet(tasks=tasks, shared=shared if "shared" in cfg.hotpotqa_settings else [], own=own)
