@@ -26,7 +26,7 @@ from pydantic import (
 from proctor.agents.config import AgentConfig
 from proctor.config_paths import config_dir
 from proctor.corpus.config import CorpusConfig
-from proctor.embeddings.config import EmbedderConfig
+from proctor.embeddings.config import EmbedderConfig, env_var_name
 from proctor.errors import UserError
 from proctor.python_ref import PythonRef, check_python, given
 
@@ -103,11 +103,7 @@ class ModelConfig(Strict):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and (not v or not v.replace("_", "").isalnum() or len(v) > 100):
-            raise ValueError(
-                "must be the NAME of an environment variable (like OPENAI_API_KEY), not the key itself"
-            )
-        return v
+        return env_var_name(v)
 
 
 class HttpCandidateConfig(Strict):

@@ -12,6 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from proctor.embeddings.base import Embedder
 
 
+def env_var_name(v: str | None) -> str | None:
+    """An `api_key_env` value: the NAME of an environment variable, never a key pasted in its place (the
+    config is stored with the run; the key must not be)."""
+    if v is not None and (not v or not v.replace("_", "").isalnum() or len(v) > 100):
+        raise ValueError(
+            "must be the NAME of an environment variable (like OPENAI_API_KEY), not the key itself"
+        )
+    return v
+
+
 class EmbedderConfig(BaseModel):
     """One embedder: `local/all-minilm-l6-v2` (packaged, offline) or `openai/<model>` with `base_url`."""
 
@@ -38,11 +48,7 @@ class EmbedderConfig(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and (not v or not v.replace("_", "").isalnum() or len(v) > 100):
-            raise ValueError(
-                "must be the NAME of an environment variable (like OPENAI_API_KEY), not the key itself"
-            )
-        return v
+        return env_var_name(v)
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments of `get_embedder` besides the spec."""
