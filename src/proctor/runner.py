@@ -200,8 +200,23 @@ def run_config(
                 log.info("--limit %d: every step runs at most its first %d units", limit, limit)
 
             async def main() -> Result:
+                # A SIGTERM landing in a loop callback (not a task) is only logged by asyncio: stop the run.
+                loop, me, stopped = asyncio.get_running_loop(), asyncio.current_task(), []
+
+                def on_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+                    if isinstance(exc := context.get("exception"), Terminated) and me is not None:
+                        stopped.append(exc)
+                        me.cancel()
+                    else:
+                        loop.default_exception_handler(context)
+
+                loop.set_exception_handler(on_error)
                 try:
                     return await protocol.run(ctx)
+                except asyncio.CancelledError:
+                    if stopped:
+                        raise stopped[0] from None
+                    raise
                 finally:
                     for m in models.values():
                         await m.aclose()
