@@ -264,3 +264,29 @@ def test_a_seeded_suite_config_round_trips() -> None:
         stored = cfg.model_dump(mode="json")
         stored["suite"] = stored.pop("settings")
         assert RunConfig.model_validate(stored).config_hash() == cfg.config_hash()
+
+
+@pytest.mark.parametrize(
+    ("roles", "qa", "missing"),
+    [
+        ({"judge": "judge"}, {"num_questions": 3, "judges": ["with_reference"]}, "examiner"),
+        ({"examiner": "ex"}, {"num_questions": 3, "judges": ["with_reference"]}, "judge"),
+    ],
+)
+def test_a_role_the_settings_need_is_refused_before_the_run_folder(
+    tmp_path: Path, roles: dict[str, str], qa: dict[str, Any], missing: str
+) -> None:
+    """qa's examiner and judge are optional in general (questions from a file, no LLM judges) but needed
+    by these settings: the run is refused before it makes a folder or a call."""
+    config = _qa("local/all-minilm-l6-v2") | {"roles": roles, "qa": qa, "embedder": None}
+    config["candidates"] = [{"name": "llm", "model": "cand"}]
+    with pytest.raises(UserError, match=rf"roles\.{missing} is required by the qa protocol"):
+        run_config(_write(tmp_path, config), out=tmp_path / "runs", show_progress=False)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_role_the_settings_do_not_need_may_be_left_out(tmp_path: Path) -> None:
+    config = _qa(None) | {"roles": {"examiner": "ex"}, "qa": {"num_questions": 3, "judges": []}}
+    config["candidates"] = [{"name": "llm", "model": "cand"}]
+    result = run_config(_write(tmp_path, config), out=tmp_path / "runs", show_progress=False)
+    assert result.run_dir.is_dir()

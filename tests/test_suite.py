@@ -368,10 +368,10 @@ def test_bad_member_section_names_the_field(tmp_path: Path) -> None:
 def test_member_without_a_required_role_is_a_user_error(tmp_path: Path) -> None:
     bad = json.loads(json.dumps(CONFIG))
     bad["roles"] = {"judge": "judge"}
-    with pytest.raises(
-        UserError, match=r"roles\.examiner: the qa protocol needs a model for the examiner role"
-    ):
+    with pytest.raises(UserError, match=r"suite\.members\[0\] \(qa\): roles\.examiner is required"):
         run_config(_write(tmp_path, bad), out=tmp_path / "runs", show_progress=False)
+    # Refused before anything is written: no member ran, no run folder was made.
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 def test_cli_exit_2_on_bad_member(tmp_path: Path) -> None:

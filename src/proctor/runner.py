@@ -89,7 +89,7 @@ def check_inputs(config: RunConfig, *, reach_servers: bool = True) -> dict[str, 
     from proctor.corpus.loaders import check_corpus_path
 
     protocol = get_protocol(config.protocol)
-    missing = protocol.missing_role(config.roles)
+    missing = protocol.missing_role(config.roles, config.settings)
     if missing:
         raise UserError(f"{missing}.")
     if config.corpus.path is not None:

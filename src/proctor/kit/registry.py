@@ -33,11 +33,17 @@ PROTOCOLS_DIR = Path(__file__).parent.parent / "protocols"
 
 @dataclass(frozen=True)
 class Role:
-    """A model role a protocol uses; `required` roles must be filled in the config's `roles:`."""
+    """A model role a protocol uses; `required` roles must be filled in the config's `roles:`. An optional
+    role with `needed` is required when `needed(settings)` is true (qa's examiner unless the questions come
+    from a file), so the check runs before the run folder exists instead of failing mid-run."""
 
     name: str
     description: str
     required: bool = True
+    needed: Callable[[Any], bool] | None = None
+
+    def required_for(self, settings: Any) -> bool:
+        return self.required or (self.needed is not None and settings is not None and self.needed(settings))
 
 
 @dataclass(frozen=True)
@@ -113,9 +119,10 @@ class Protocol(Generic[S]):
             )
         return None
 
-    def missing_role(self, roles: dict[str, str]) -> str | None:
-        """A one-line problem when a required role is not filled (checked when a run starts), or None."""
-        missing = [r.name for r in self.roles if r.required and r.name not in roles]
+    def missing_role(self, roles: dict[str, str], settings: Any = None) -> str | None:
+        """A one-line problem when a role the run needs (given its protocol settings) is not filled
+        (checked before a run starts), or None."""
+        missing = [r.name for r in self.roles if r.required_for(settings) and r.name not in roles]
         if missing:
             return (
                 f"roles.{missing[0]} is required by the {self.name} protocol — add "

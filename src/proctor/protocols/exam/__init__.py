@@ -22,6 +22,7 @@ PROTOCOL = Protocol(
             "examiner",
             "writes the questions and Bloom labels (not needed when the exam comes from `exam.exam_file`)",
             required=False,
+            needed=lambda s: s.exam_file is None,
         ),
     ),
     run=run,

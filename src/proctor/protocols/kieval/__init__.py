@@ -19,6 +19,7 @@ PROTOCOL = Protocol(
             "evaluator",
             "scores every round on the five aspects (needed unless `kieval.evaluators` lists models)",
             required=False,
+            needed=lambda s: not s.evaluators,
         ),
     ),
     run=run,

@@ -18,11 +18,13 @@ PROTOCOL = Protocol(
             "examiner",
             "writes a question and reference answer per chunk (not needed with `qa.questions`)",
             required=False,
+            needed=lambda s: s.questions is None,
         ),
         Role(
             "judge",
             "judges answers with and without the reference (needed when `qa.judges` is not empty)",
             required=False,
+            needed=lambda s: bool(s.judges),
         ),
     ),
     run=run,

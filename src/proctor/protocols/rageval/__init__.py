@@ -19,6 +19,7 @@ PROTOCOL = Protocol(
             "writes questions from the corpus (and proposes templates with `expansion`); needed for document "
             "questions",
             required=False,
+            needed=lambda s: bool(s.expansion),
         ),
     ),
     run=run,

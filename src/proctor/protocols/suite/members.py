@@ -27,7 +27,7 @@ def member_config(cfg: RunConfig, i: int, m: Member) -> RunConfig:
     declared = {r.name for r in protocol.roles}
     roles = {k: v for k, v in cfg.roles.items() if k in declared} | m.roles
     where = member_where(i, m)
-    missing = protocol.missing_role(roles)
+    missing = protocol.missing_role(roles, m.settings if m.settings is not None else protocol.settings())
     if missing:
         raise UserError(f"{where}: {missing}. Add it to the suite's `roles` or to the member's `roles`.")
     shared: dict[str, Any] = cfg.model_dump(mode="json", exclude=SHARED_EXCLUDE)
