@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from proctor.judging.equivalence.versions import mask_versions
+
 NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
@@ -53,7 +55,8 @@ _WORD_NUMBER = re.compile(
 
 def number_mentions(text: str) -> list[tuple[int, int, float]]:
     """(start, end, value) of each number a text states as digits or as a number word (not "one", "a
-    dozen" and the like, which are more often not a quantity)."""
+    dozen" and the like, which are more often not a quantity). Version strings are not numbers."""
+    text = mask_versions(text)
     out = [(m.start(), m.end(), float(m[0].replace(",", ""))) for m in re.finditer(NUM, text)]
     out += [(m.start(), m.end(), float(NUMBER_WORDS[m[0].lower()])) for m in _WORD_NUMBER.finditer(text)]
     return sorted(out)
