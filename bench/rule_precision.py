@@ -156,7 +156,9 @@ def show(rows: list[dict[str, Any]]) -> None:
 def label_sets(exclude: list[str]) -> list[Path]:
     """The label sets, without those whose file name contains one of `exclude` (never opened)."""
     return [
-        p for p in sorted((HERE / "data").glob("judge_labels*.jsonl")) if not any(x in p.name for x in exclude)
+        p
+        for p in sorted((HERE / "data").glob("judge_labels*.jsonl"))
+        if not any(x in p.name for x in exclude)
     ]
 
 

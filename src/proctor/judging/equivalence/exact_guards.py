@@ -52,7 +52,7 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
     return None
 
 
-def qualifier_contradicted(answer: str, reference: str, question: str = "") -> RuleDecision | None:  # noqa: ARG001
+def qualifier_contradicted(answer: str, reference: str, question: str = "") -> RuleDecision | None:
     """`reference_qualifier_contradicted`: sure when the reference names one member of a contrast
     (`qualifiers.CONTRASTS`: TCP/UDP, oral/intravenous, per day/per dose, minimum/maximum, before/after …)
     and the answer names another member of it and not the reference's ("TCP 7420" for "UDP port 7420").

@@ -101,8 +101,8 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
             "reference_quantity_missing",
             f"the answer gives the amount in {money[0]}, the reference in another unit",
         )
-    if (other := _in_other_unit(answer, reference)) is not None:
-        return other
+    if (in_other_unit := _in_other_unit(answer, reference)) is not None:
+        return in_other_unit
     if all_numbers(reference) & have:
         return _lacking_among_several(reference, wanted, have)
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))

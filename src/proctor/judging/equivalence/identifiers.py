@@ -48,7 +48,10 @@ def states_identifier(answer: str, identifier: str) -> bool:
     """The answer writes the identifier exactly (case, hyphens, underscores, dots), as a whole token:
     "TBCACHE_CONF" does not state "TBCACHE_CONFIG", "--namespace" does not state "-n"."""
     before = r"(?<![\w-])" if identifier[0] in "-" else r"(?<![\w/])" if identifier[0] == "/" else r"(?<!\w)"
-    pattern = before + re.escape(identifier) + r"(?![\w]|[-/]\w)"
+    # A flag or path goes on after a hyphen or slash ("--dry" is not "--dry-run"); a code does not
+    # ("HER2-positive" states "HER2").
+    after = r"(?![\w]|[-/]\w)" if identifier[0] in "-/" else r"(?!\w)"
+    pattern = before + re.escape(identifier) + after
     # A kebab-case word is also prose ("Steam-kettles."): its hyphens count, its case does not.
     flags = re.IGNORECASE if _KEBAB.fullmatch(identifier) else 0
     return re.search(pattern, answer.translate(_SUBSCRIPTS), flags) is not None

@@ -19,6 +19,7 @@ from proctor.judging.equivalence.terms import (
     negated_anywhere,
     negated_in_clause,
 )
+from proctor.judging.equivalence.versions import without_v
 from proctor.judging.metrics import normalize_answer
 
 _HEDGED_AMONG_NUMBERS = re.compile(r"\b(?:between|maybe|possibly|perhaps|probably|likely|might)\b")
@@ -42,7 +43,7 @@ class Pair:
 
 def read_pair(answer: str, reference: str) -> Pair | None:
     """The pair, or None when either is empty after normalisation (no rule can be sure)."""
-    a, r = normalize_answer(answer), normalize_answer(reference)
+    a, r = normalize_answer(without_v(answer)), normalize_answer(without_v(reference))
     if not a or not r:
         return None
     ref_date = date(reference)
@@ -62,12 +63,13 @@ def read_pair(answer: str, reference: str) -> Pair | None:
 
 def normalised_match(p: Pair) -> RuleDecision | None:
     """Sure: the answer equals the reference after SQuAD/HotpotQA normalisation (case, punctuation,
-    articles), and writes the reference's identifiers and words with inner punctuation as the reference
-    does (`identifiers.written_as_reference`: "-N" is not "-n", "max-memory" not "maxmemory").
+    articles, a "v" before a version), and writes the reference's identifiers and words with inner
+    punctuation as the reference does (`identifiers.written_as_reference`: "-N" is not "-n",
+    "max-memory" not "maxmemory").
 
     Measured precision (`bench/rule_precision.py`, six label sets): 31/31 (1.00).
     """
-    if p.a == p.r and written_as_reference(p.answer, p.reference):
+    if p.a == p.r and written_as_reference(without_v(p.answer), without_v(p.reference)):
         return RuleDecision("normalised_match", p.r)
     return None
 

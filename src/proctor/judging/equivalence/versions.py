@@ -52,6 +52,14 @@ def versions(text: str, question: str = "") -> list[str]:
     return out
 
 
+_V_BEFORE = re.compile(r"(?<![\w.])v(?=\d+\.\d)", re.IGNORECASE)
+
+
+def without_v(text: str) -> str:
+    """The text with the "v" before each version dropped: "v2.1.0" is "2.1.0"."""
+    return _V_BEFORE.sub("", text)
+
+
 def _parts(version: str) -> list[str]:
     parts = version.split(".")
     while len(parts) > 1 and parts[-1] == "0":
