@@ -161,9 +161,14 @@ def test_prose_is_not_an_identifier() -> None:
     assert _method("the copper hall", "The Copper Hall") == "normalised_match"
 
 
-def test_an_identifier_the_question_states_is_not_required() -> None:
+def test_an_identifier_the_question_states_or_a_long_reference_mentions_is_not_required() -> None:
     q = "What is the default value of max_memory?"
     assert _veto("2 GiB", "max_memory defaults to 2GiB", q) is None
+    long = "Poor CYP2C19 metabolisers should get another drug than clopidogrel"
+    assert (
+        _veto("Another drug than clopidogrel, for poor metabolisers.", long, "Who needs another drug?")
+        is None
+    )
 
 
 # --- 5. contrastive qualifiers ---------------------------------------------------------------------------
@@ -211,6 +216,7 @@ def test_a_qualifier_named_with_its_contrast_or_alone_passes() -> None:
         ("7.4 mmol/L", "7.4 mmol/l"),
         ("about 25 %", "25 percent"),
         ("1500 ms", "1.5 seconds"),  # a number a unit follows is no year
+        ("three times a day", "every 8 hours"),
     ],
 )
 def test_the_quantity_guard_does_not_veto_right_dosages(answer: str, reference: str) -> None:

@@ -11,6 +11,9 @@ from proctor.judging.equivalence.identifiers import identifiers, states_identifi
 from proctor.judging.equivalence.qualifiers import contradicted
 from proctor.judging.equivalence.versions import states_version, versions
 
+# Words of a reference from which an identifier in it may be side detail.
+_MAX_REFERENCE_WORDS = 6
+
 
 def version_missing(answer: str, reference: str, question: str = "") -> RuleDecision | None:
     """`reference_version_missing`: sure when the reference writes a version string ("2.10.3",
@@ -32,11 +35,15 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
     environment variable, a snake_case or dotted key, a path, a camelCase word, a code such as "CYP2C19",
     a one-token kebab-case reference; `identifiers`) that the question does not state and the answer does
     not write exactly, case, hyphens, underscores and dots included ("TBCACHE_CONF" or "tbcache_config"
-    for "TBCACHE_CONFIG", "-N" for "-n"). Where the question names an identifier, a one-word reference
-    is one too: the answer may not write it with other punctuation ("max-memory" for "maxmemory").
+    for "TBCACHE_CONFIG", "-N" for "-n"), in an answer-like reference of a few words (in a sentence an
+    identifier may be side detail the answer need not repeat). Where the question names an identifier, a
+    one-word reference is one too: the answer may not write it with other punctuation ("max-memory" for
+    "maxmemory").
 
     Measured precision: see bench/README.md, `rule_precision.py`.
     """
+    if len(reference.split()) > _MAX_REFERENCE_WORDS:
+        return None
     for identifier in identifiers(reference):
         if question and states_identifier(question, identifier):
             continue

@@ -39,6 +39,10 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b\s*([a-zµμ%°]*)", re.IGNORECAS
 # is not the same amount ("€64" for "64 skell").
 _CURRENCY = re.compile(r"[€$£¥]|\b(?:euros?|dollars?|pounds? sterling|yen|usd|eur|gbp)\b", re.IGNORECASE)
 _MAX_PHRASE_WORDS = 12
+_FREQUENCY = re.compile(
+    r"\b(?:once|twice|thrice|times)\s+(?:an?|per|each|every)\b|\bevery\b|\b(?:hourly|daily|weekly|monthly)\b",
+    re.IGNORECASE,
+)
 # "2.8.0 or any later release", "5.4 or newer": a bound, not alternatives.
 _OR_BEYOND = re.compile(
     r"\bor\s+(?:any\s+)?(?:later|newer|higher|above|more|greater|earlier|older|lower|below|less|fewer)\b",
@@ -140,10 +144,11 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
 def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
     """The reference states one quantity in a unit that converts; the answer states quantities of its
     dimension and none of them is it ("2 GB" for "2 GiB", "300 ms" for "300s", "72 minutes" for "72
-    hours"), whatever their numbers."""
+    hours"), whatever their numbers. Not where either states a frequency ("three times a day" for "every
+    8 hours": "a day" is no span there)."""
     ref_q = quantities(reference)
     convert = table().convert
-    if len(ref_q) != 1 or ref_q[0].unit not in convert:
+    if len(ref_q) != 1 or ref_q[0].unit not in convert or _FREQUENCY.search(answer + " " + reference):
         return None
     wanted, dim = ref_q[0], convert[ref_q[0].unit or ""][0]
     mine = [

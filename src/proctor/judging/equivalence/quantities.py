@@ -53,7 +53,7 @@ def unit_text(text: str) -> str:
 
 
 QUANTITY = re.compile(
-    rf"(?P<num>{NUM})\s*(?P<scale>thousand|million|billion)?\s*"
+    rf"(?<![a-z_\d])(?P<num>{NUM})\s*(?P<scale>thousand|million|billion)?\s*"
     r"(?P<unit>°[cf]|%|per cent|[a-z]+2\b|[µμ]?[a-z]+)?"
     # A ratio unit: "mg/kg", "mmol/l", "mg per kg" (a "per day" was read as a rate before: `units.rate`).
     r"(?P<per>(?:\s*/\s*[µμ]?[a-z]+\d?)+|\s+per\s+(?!cent\b)[a-z]+)?",
