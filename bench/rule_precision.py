@@ -180,7 +180,12 @@ def main() -> None:
     }
     behind_rows = table_rows(behind, [n for n in names if n[1] in {g.name for g in GUARDS["en"]}])
     out = HERE / "results" / "rule_precision.json"
-    result = {"sets": [p.name for p in sets], "alone": alone, "behind_recorded_llm_correct": behind_rows}
+    result = {
+        "sets": [p.name for p in sets],
+        "excluded": args.exclude,
+        "alone": alone,
+        "behind_recorded_llm_correct": behind_rows,
+    }
     out.write_text(json.dumps(result, indent=1) + "\n")
     show(alone)
     show(behind_rows)
