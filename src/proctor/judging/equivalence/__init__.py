@@ -15,7 +15,10 @@ rules read English only today; another language is another registry entry.
   pattern and conversion is generated from it); `quantities` — reading quantities and comparing them;
 * `dates` — dates, times of day, ratios; `terms` — names, content words, negations, and whether a
   question states its reference (`states_reference`, used to drop questions that give their answer away);
-* `rules` — the English rules; `guards` — the English guards; `registry` — `decide` and `veto`.
+* `versions` — version strings, which are not numbers; `identifiers` — code identifiers, compared exactly;
+  `qualifiers` — contrastive qualifiers ("TCP"/"UDP", "oral"/"intravenous");
+* `rules` — the English rules; `guards` — the English guards; `exact_guards` — the guards for versions,
+  identifiers and qualifiers; `registry` — `decide` and `veto`.
 """
 
 from __future__ import annotations

@@ -35,13 +35,15 @@ class Rule:
 @dataclass(frozen=True)
 class Guard:
     """A guard after an LLM "correct": it only ever turns it into "incorrect", when sure, and records its
-    `name` as the method. `needs_question`: it runs only where the question is known. Its check's
-    docstring says what it is sure of and its measured precision."""
+    `name` as the method. `needs_question`: it runs only where the question is known; `reads_question`:
+    it is given the question ("" when unknown) and runs without it. Its check's docstring says what it
+    is sure of and its measured precision."""
 
     name: str
     language: str
     check: Callable[..., RuleDecision | None]
     needs_question: bool = False
+    reads_question: bool = False
 
     @property
     def doc(self) -> str:

@@ -10,8 +10,10 @@ from proctor.judging.equivalence.dates import clock_times
 from proctor.judging.equivalence.numbers import number_mentions, stated_numbers
 from proctor.judging.equivalence.quantities import (
     RANGE,
+    WRITTEN_RANGE,
     all_numbers,
     answer_dimensions,
+    minutes_if_time,
     plain_quantities,
     quantities,
     same,
@@ -32,11 +34,20 @@ from proctor.judging.equivalence.terms import (
 from proctor.judging.equivalence.units import table
 from proctor.judging.metrics import normalize_answer
 
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b\s*([a-zµμ%°]*)", re.IGNORECASE)
 # A currency the answer names with its sign or word; a reference in another (or the corpus's own) currency
 # is not the same amount ("€64" for "64 skell").
 _CURRENCY = re.compile(r"[€$£¥]|\b(?:euros?|dollars?|pounds? sterling|yen|usd|eur|gbp)\b", re.IGNORECASE)
 _MAX_PHRASE_WORDS = 12
+_FREQUENCY = re.compile(
+    r"\b(?:once|twice|thrice|times)\s+(?:an?|per|each|every)\b|\bevery\b|\b(?:hourly|daily|weekly|monthly)\b",
+    re.IGNORECASE,
+)
+# "2.8.0 or any later release", "5.4 or newer": a bound, not alternatives.
+_OR_BEYOND = re.compile(
+    r"\bor\s+(?:any\s+)?(?:later|newer|higher|above|more|greater|earlier|older|lower|below|less|fewer)\b",
+    re.IGNORECASE,
+)
 _NEGATED_NUMBER = re.compile(
     r"\b(?:not|never|rather than|instead of)\s+(?:at\s+|the\s+)?[\d\w]", re.IGNORECASE
 )
@@ -58,13 +69,13 @@ def alternatives_listed(answer: str, reference: str) -> RuleDecision | None:
     Measured precision (`bench/rule_precision.py`, six label sets): 30/31 alone (0.97); 10/10 behind the LLM.
     """
     if (
-        OFFERS.search(answer)
+        OFFERS.search(_OR_BEYOND.sub(" ", answer))
         and not OFFERS.search(reference)
         and not negated_anywhere(normalize_answer(answer))
     ):
         return RuleDecision("alternatives_listed", "the answer offers alternatives")
     span = RANGE.search(answer)
-    if span and not RANGE.search(reference) and stated_numbers(span[0]) & stated_numbers(reference):
+    if span and not WRITTEN_RANGE.search(reference) and stated_numbers(span[0]) & stated_numbers(reference):
         return RuleDecision("alternatives_listed", f"the answer gives a range: {span[0]}")
     return None
 
@@ -94,6 +105,8 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
             "reference_quantity_missing",
             f"the answer gives the amount in {money[0]}, the reference in another unit",
         )
+    if (in_other_unit := _in_other_unit(answer, reference)) is not None:
+        return in_other_unit
     if all_numbers(reference) & have:
         return _lacking_among_several(reference, wanted, have)
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))
@@ -108,8 +121,8 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
         return RuleDecision(
             "reference_quantity_missing", f"the reference states {shown}; the answer no number"
         )
-    years = set(_YEAR.findall(reference))
-    if years and not years & set(_YEAR.findall(answer)):
+    years = _years(reference)
+    if years and not years & _years(answer):
         return RuleDecision(
             "reference_quantity_missing",
             f"the reference names the year {', '.join(sorted(years))}; the answer does not",
@@ -126,6 +139,34 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
             "reference_quantity_missing", f"the reference states {shown}; the answer {other} instead"
         )
     return None
+
+
+def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
+    """The reference states one quantity in a unit that converts; the answer states quantities of its
+    dimension and none of them is it ("2 GB" for "2 GiB", "300 ms" for "300s", "72 minutes" for "72
+    hours"), whatever their numbers. Not where either states a frequency ("three times a day" for "every
+    8 hours": "a day" is no span there)."""
+    ref_q = quantities(reference)
+    convert = table().convert
+    if len(ref_q) != 1 or ref_q[0].unit not in convert or _FREQUENCY.search(answer + " " + reference):
+        return None
+    wanted, dim = ref_q[0], convert[ref_q[0].unit or ""][0]
+    mine = [
+        q for q in quantities(answer) if convert.get(minutes_if_time(q, wanted).unit or "", ("",))[0] == dim
+    ]
+    if not mine or any(same(q, wanted) for q in mine):
+        return None
+    said = ", ".join(f"{q.value:g} {q.written or q.unit}" for q in mine)
+    return RuleDecision(
+        "reference_quantity_missing",
+        f"the reference states {wanted.value:g} {wanted.written}; the answer {said}",
+    )
+
+
+def _years(text: str) -> set[str]:
+    """Four-digit numbers that can be years: not those a unit follows ("1500 ms", "2000 mg")."""
+    aliases = table().aliases
+    return {m[1] for m in _YEAR.finditer(text) if m[2].lower() not in aliases}
 
 
 def _lacking_among_several(reference: str, wanted: set[float], have: set[float]) -> RuleDecision | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from proctor.judging.equivalence.versions import mask_versions
+
 NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
@@ -18,6 +20,8 @@ FRACTIONS = {
 SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 # Digits, with thousands separators or a decimal part.
 NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+# Digits not glued to letters before them: the "2" and "19" of "CYP2C19", "E2210" or "x86" are no numbers.
+GLUED_NUM = rf"(?<![A-Za-z_\d])(?:{NUM})"
 # The one-word number words, as an alternation.
 NUMBER_WORD = "|".join(w for w in NUMBER_WORDS if " " not in w)
 FRACTION_WORDS = "|".join(sorted(FRACTIONS, key=len, reverse=True))
@@ -53,8 +57,10 @@ _WORD_NUMBER = re.compile(
 
 def number_mentions(text: str) -> list[tuple[int, int, float]]:
     """(start, end, value) of each number a text states as digits or as a number word (not "one", "a
-    dozen" and the like, which are more often not a quantity)."""
-    out = [(m.start(), m.end(), float(m[0].replace(",", ""))) for m in re.finditer(NUM, text)]
+    dozen" and the like, which are more often not a quantity). Version strings and the digits inside a
+    code ("CYP2C19") are not numbers."""
+    text = mask_versions(text)
+    out = [(m.start(), m.end(), float(m[0].replace(",", ""))) for m in re.finditer(GLUED_NUM, text)]
     out += [(m.start(), m.end(), float(NUMBER_WORDS[m[0].lower()])) for m in _WORD_NUMBER.finditer(text)]
     return sorted(out)
 

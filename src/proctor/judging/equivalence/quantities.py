@@ -4,7 +4,7 @@ spans written in several units, and whether two quantities are the same after co
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proctor.judging.equivalence.numbers import (
     FRACTIONS,
@@ -18,18 +18,20 @@ from proctor.judging.equivalence.numbers import (
     number,
     stated_numbers,
 )
-from proctor.judging.equivalence.units import table
+from proctor.judging.equivalence.units import DEFAULT_TOLERANCE, table
+from proctor.judging.equivalence.versions import mask_versions
 
 
 @dataclass(frozen=True)
 class Quantity:
     value: float
-    unit: str | None  # a unit table symbol; "share" for fractions and percentages
+    unit: str | None  # a unit table symbol; "share" for fractions and percentages; "mg/kg" for a ratio
+    written: str = field(default="", compare=False)  # the unit as written ("m" or "metres")
 
 
-# How far two quantities in different units may differ after conversion: writers round converted values
-# ("340 km" is 211.3 miles, written "211 miles").
-CONVERSION_TOLERANCE = 0.02
+# How far two quantities in different units may differ after conversion, where the unit table says no
+# other (`units.TOLERANCE`): writers round converted values ("340 km" is 211.3 miles, written "211 miles").
+CONVERSION_TOLERANCE = DEFAULT_TOLERANCE
 # Numbers written as an idiom, read after the units.
 _IDIOMS = [
     (re.compile(r"\bhalf\s+a\s+dozen\b"), " 6 "),
@@ -40,23 +42,29 @@ _IDIOMS = [
 
 
 def unit_text(text: str) -> str:
-    """Lower case, "per cent" as "percent", "twenty-five" as "25", multi-word units as one token,
-    number-unit hyphens as spaces."""
+    """Lower case, version strings blanked, "per cent" as "percent", "twenty-five" as "25", multi-word
+    units as one token, number-unit hyphens as spaces."""
     units = table()
-    t = units.hyphenated.sub(" ", compounds_as_digits(text.lower().replace("per cent", "percent")))
+    t = mask_versions(text).lower().replace("per cent", "percent")
+    t = units.hyphenated.sub(" ", compounds_as_digits(t))
     for pattern, unit in [*units.phrases, *_IDIOMS]:
         t = pattern.sub(unit, t)
     return t
 
 
 QUANTITY = re.compile(
-    rf"(?P<num>{NUM})\s*(?P<scale>thousand|million|billion)?\s*(?P<unit>°[cf]|%|per cent|[a-z]+2\b|[a-z]+)?",
+    rf"(?<![a-z_\d])(?P<num>{NUM})\s*(?P<scale>thousand|million|billion)?\s*"
+    r"(?P<unit>°[cf]|%|per cent|[a-z]+2\b|[µμ]?[a-z]+)?"
+    # A ratio unit: "mg/kg", "mmol/l", "mg per kg" (a "per day" was read as a rate before: `units.rate`).
+    r"(?P<per>(?:\s*/\s*[µμ]?[a-z]+\d?)+|\s+per\s+(?!cent\b)[a-z]+)?",
     re.IGNORECASE,
 )
 # "between 85 and 140": a range, no commitment to either end.
 RANGE = re.compile(
     rf"\bbetween\s+(?:{NUM}|{NUMBER_WORD})\b.{{0,20}}?\band\s+(?:{NUM}|{NUMBER_WORD})\b", re.IGNORECASE
 )
+# A range as a reference writes it: "5–10 mg", "10 to 20", "from 5 to 10" (also "between 5 and 10").
+WRITTEN_RANGE = re.compile(rf"(?:{NUM})\s*(?:[-–—]|to)\s*(?:{NUM})\b|{RANGE.pattern}", re.IGNORECASE)
 # "one in four", "seven pieces in ten", "3 out of 5" (a lookahead: "about one in four" finds "one in four").
 _IN = re.compile(
     r"(?=\b(?P<full>(?P<a>\w+)(?:\s+(?P<what>[a-z]+))?\s+(?:in|out of)\s+(?P<b>\w+))\b)", re.IGNORECASE
@@ -66,6 +74,26 @@ _SPAN_JOIN = re.compile(r"\s*,?\s*(?:and\s+)?")
 
 def _unit(word: str | None) -> str | None:
     return table().aliases.get((word or "").lower())
+
+
+def _read(m: re.Match[str]) -> Quantity:
+    """The quantity a `QUANTITY` match states: a share for "%", a ratio unit ("mg/kg": each part its
+    symbol, or the word when the table has none) with "/" or "per". A time below the line is dropped, as
+    `units.rate` drops "a year" ("10 mg/day" is "10 mg"; the qualifier guard tells "per day" from "per
+    week")."""
+    value = float(m["num"].replace(",", "")) * SCALES.get((m["scale"] or "").lower(), 1.0)
+    unit = _unit(m["unit"])
+    if m["per"] and m["unit"] and m["unit"] != "%":
+        words = re.findall(r"[µμ]?[a-z]+\d?", m["per"].lower())
+        measures = table().measures
+        below = [
+            u
+            for w in (words[1:] if words[0] == "per" else words)
+            if measures.get(u := _unit(w) or w) != "time"
+        ]
+        if below:
+            return Quantity(value, "/".join([_unit(m["unit"]) or m["unit"].lower(), *below]), m["unit"])
+    return Quantity(value / 100.0, "share") if unit == "%" else Quantity(value, unit, m["unit"] or "")
 
 
 def _blank(t: str, start: int, end: int) -> str:
@@ -127,9 +155,7 @@ def quantities(text: str) -> list[Quantity]:
             found.append((m.start(), Quantity(v, "share")))
             t = _blank(t, m.start(), m.end())
     for m in QUANTITY.finditer(t):
-        value = float(m["num"].replace(",", "")) * SCALES.get((m["scale"] or "").lower(), 1.0)
-        unit = _unit(m["unit"])
-        found.append((m.start(), Quantity(value / 100.0, "share") if unit == "%" else Quantity(value, unit)))
+        found.append((m.start(), _read(m)))
     for word, v in NUMBER_WORDS.items():
         for m in re.finditer(rf"\b{word}\b(?:\s+(?P<unit>[a-z%]+))?", t):
             unit = _unit(m["unit"])
@@ -173,23 +199,43 @@ def plain_quantities(text: str) -> list[Quantity]:
     t = unit_text(text)
     out = []
     for m in QUANTITY.finditer(t):
-        value = float(m["num"].replace(",", "")) * SCALES.get((m["scale"] or "").lower(), 1.0)
-        out.append(Quantity(value, _unit(m["unit"])))
+        q = _read(m)
+        out.append(Quantity(q.value * 100.0, "%") if q.unit == "share" else q)
     return out + _lone_number_words(t)
 
 
 def answer_dimensions(answer: str) -> set[str]:
     """The dimensions an answer speaks of in any form: a unit after a number, or a unit word alone."""
     measures = table().measures
-    found = {d for q in plain_quantities(answer) if (d := measures.get(q.unit or ""))}
+    stated = plain_quantities(answer)
+    found = {d for q in stated if (d := measures.get(q.unit or ""))}
+    found |= {"time" for q in stated if q.written.lower() == "m"}  # "5m" may be five minutes
     low = answer.lower()
     found |= {d for d, pattern in table().dimension_words.items() if pattern.search(low)}
     return found
 
 
+def minutes_if_time(q: Quantity, other: Quantity) -> Quantity:
+    """ "5m" is metres, except beside a time: then minutes, as in configuration files ("5m" for "300s")."""
+    if (
+        q.unit == "m"
+        and q.written.lower() == "m"
+        and table().convert.get(other.unit or "", ("",))[0] == "time"
+    ):
+        return Quantity(q.value, "min", "m")
+    return q
+
+
 def same(a: Quantity, b: Quantity) -> bool:
-    """The same quantity: equal, or equal after converting between units of one dimension (within
-    `CONVERSION_TOLERANCE`), or a temperature converted between °C and °F and rounded as written."""
+    """The same quantity: equal, or equal after converting between units of one dimension (within the
+    dimension's tolerance, `units.TOLERANCE`: none for data sizes), or a temperature converted between °C
+    and °F and rounded as written. A ratio unit ("mg/kg") is the same only with the same denominator."""
+    a, b = minutes_if_time(a, b), minutes_if_time(b, a)
+    if "/" in (a.unit or "") or "/" in (b.unit or ""):
+        if a.unit is None or b.unit is None:
+            return abs(a.value - b.value) <= 1e-6 * max(1.0, abs(b.value))
+        (num_a, _, den_a), (num_b, _, den_b) = a.unit.partition("/"), b.unit.partition("/")
+        return den_a == den_b and bool(den_a) and same(Quantity(a.value, num_a), Quantity(b.value, num_b))
     if {a.unit, b.unit} == {"°c", "°f"}:
         # A converted temperature, rounded as the answer writes it ("about 2,590 °F" for 1,420 °C, which
         # is 2,588 °F): half its last written place, and never less than 0.3 °C.
@@ -202,7 +248,7 @@ def same(a: Quantity, b: Quantity) -> bool:
     if a.unit != b.unit and a.unit in convert and b.unit in convert:
         (dim_a, fa), (dim_b, fb) = convert[a.unit], convert[b.unit]
         x, y = a.value * fa, b.value * fb
-        return dim_a == dim_b and abs(x - y) <= CONVERSION_TOLERANCE * max(abs(x), abs(y))
+        return dim_a == dim_b and abs(x - y) <= table().tolerance(dim_a) * max(abs(x), abs(y))
     if a.unit != b.unit and not (a.unit is None or b.unit is None):
         return False
     if (a.unit == "share") != (b.unit == "share"):

@@ -5,6 +5,11 @@ after an LLM "correct"). Only English exists today; another language is another 
 from __future__ import annotations
 
 from proctor.judging.equivalence.base import Guard, Rule, RuleDecision
+from proctor.judging.equivalence.exact_guards import (
+    identifier_missing,
+    qualifier_contradicted,
+    version_missing,
+)
 from proctor.judging.equivalence.guards import (
     alternatives_listed,
     missing_part,
@@ -24,6 +29,9 @@ RULES: dict[str, tuple[Rule, ...]] = {"en": ENGLISH_RULES}
 GUARDS: dict[str, tuple[Guard, ...]] = {
     "en": (
         Guard("alternatives_listed", "en", alternatives_listed),
+        Guard("reference_version_missing", "en", version_missing, reads_question=True),
+        Guard("reference_identifier_missing", "en", identifier_missing, reads_question=True),
+        Guard("reference_qualifier_contradicted", "en", qualifier_contradicted, reads_question=True),
         Guard("reference_quantity_missing", "en", missing_quantities),
         Guard("reference_term_missing", "en", missing_term),
         Guard("reference_part_missing", "en", missing_part),
@@ -72,7 +80,8 @@ def veto(
     for guard in GUARDS[language]:
         if guard.needs_question and not question:
             continue
-        args = (answer, reference, question) if guard.needs_question else (answer, reference)
+        reads = guard.needs_question or guard.reads_question
+        args = (answer, reference, question) if reads else (answer, reference)
         if (decision := guard.check(*args)) is not None:
             return decision
     return None

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from proctor.judging.equivalence.base import Rule, RuleDecision
 from proctor.judging.equivalence.dates import clock_times, date, dates, hhmm, ratio
 from proctor.judging.equivalence.guards import MAX_PART_WORDS, missing_part
-from proctor.judging.equivalence.numbers import number, stated_numbers
+from proctor.judging.equivalence.identifiers import identifiers, states_identifier, written_as_reference
+from proctor.judging.equivalence.numbers import NUM, number, stated_numbers
+from proctor.judging.equivalence.qualifiers import contradicted
 from proctor.judging.equivalence.quantities import Quantity, quantities, same
 from proctor.judging.equivalence.terms import (
     ALTERNATIVES,
@@ -17,6 +19,7 @@ from proctor.judging.equivalence.terms import (
     negated_anywhere,
     negated_in_clause,
 )
+from proctor.judging.equivalence.versions import without_v
 from proctor.judging.metrics import normalize_answer
 
 _HEDGED_AMONG_NUMBERS = re.compile(r"\b(?:between|maybe|possibly|perhaps|probably|likely|might)\b")
@@ -40,7 +43,7 @@ class Pair:
 
 def read_pair(answer: str, reference: str) -> Pair | None:
     """The pair, or None when either is empty after normalisation (no rule can be sure)."""
-    a, r = normalize_answer(answer), normalize_answer(reference)
+    a, r = normalize_answer(without_v(answer)), normalize_answer(without_v(reference))
     if not a or not r:
         return None
     ref_date = date(reference)
@@ -60,11 +63,15 @@ def read_pair(answer: str, reference: str) -> Pair | None:
 
 def normalised_match(p: Pair) -> RuleDecision | None:
     """Sure: the answer equals the reference after SQuAD/HotpotQA normalisation (case, punctuation,
-    articles).
+    articles, a "v" before a version), and writes the reference's identifiers and words with inner
+    punctuation as the reference does (`identifiers.written_as_reference`: "-N" is not "-n",
+    "max-memory" not "maxmemory").
 
     Measured precision (`bench/rule_precision.py`, six label sets): 31/31 (1.00).
     """
-    return RuleDecision("normalised_match", p.r) if p.a == p.r else None
+    if p.a == p.r and written_as_reference(without_v(p.answer), without_v(p.reference)):
+        return RuleDecision("normalised_match", p.r)
+    return None
 
 
 def same_date(p: Pair) -> RuleDecision | None:
@@ -111,7 +118,9 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     within 2 % if need be, and no other; or the reference states several and the answer the same ones in
     the same order and no other ("about 39 feet wide by 13 feet high" for "12 metres wide and 4 metres
     high"). Not when the answer negates, or lacks a listed part ("six rowers" for "six rowers and a
-    steerer").
+    steerer"), or names a qualifier that contrasts with the reference's ("TCP 7420" for "UDP port 7420"),
+    or lacks one of its identifiers, or writes a decimal of the reference with other places ("2.10" for
+    "2.1": a version, perhaps). Version strings are no quantities (`versions`).
 
     Measured precision (`bench/rule_precision.py`, six label sets): 101/102 (0.99).
     """
@@ -122,24 +131,38 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
         matches = bool(q_a) and all(same(q, q_r[0]) for q in q_a)
     else:
         matches = len(q_a) == len(q_r) and all(same(x, y) for x, y in zip(q_a, q_r, strict=True))
-    if matches and not negated_anywhere(plain) and missing_part(p.answer, p.reference) is None:
+    if (
+        matches
+        and not negated_anywhere(plain)
+        and missing_part(p.answer, p.reference) is None
+        and contradicted(p.answer, p.reference) is None
+        and all(states_identifier(p.answer, i) for i in identifiers(p.reference))
+        and not _decimal_written_otherwise(p.answer, p.reference)
+    ):
         shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r)
         return RuleDecision("numeric_equivalent", shown)
     return None
+
+
+def _decimal_written_otherwise(answer: str, reference: str) -> bool:
+    """The answer writes a decimal of the reference with other decimal places ("2.10" for "2.1")."""
+    ref = {w: float(w) for w in re.findall(NUM, reference) if "." in w and "," not in w}
+    return any(float(w) == v and w != r for w in re.findall(NUM, answer) if "." in w for r, v in ref.items())
 
 
 def contains_reference(p: Pair) -> RuleDecision | None:
     """Sure: the normalised reference stands in the normalised answer as a whole phrase, not negated in
     its clause, in an answer that offers no alternatives ("X or Y"). A reference with numbers counts only
     when short (a few words: "41,300 inhabitants, of whom 18,000 …" for "41,300") and the answer does not
-    hedge between numbers ("maybe", "between").
+    hedge between numbers ("maybe", "between"). Identifiers and words with inner punctuation must be
+    written as the reference writes them (`identifiers.written_as_reference`).
 
     Measured precision (`bench/rule_precision.py`, six label sets): 85/85 (1.00).
     """
     words = p.r.split()
     if not contains_phrase(p.a.split(), words) or negated_in_clause(p.answer, words):
         return None
-    if ALTERNATIVES.search(p.answer):
+    if ALTERNATIVES.search(p.answer) or not written_as_reference(p.answer, p.reference):
         return None
     if p.kind == "quantity" and not (
         stated_numbers(p.reference) and len(words) <= MAX_PART_WORDS and not _HEDGED_AMONG_NUMBERS.search(p.a)

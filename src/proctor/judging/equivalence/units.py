@@ -52,6 +52,9 @@ UNITS: tuple[Unit, ...] = (
     Unit("kg", _plural("kilogram", "kilo"), ("kg",), "mass", 1.0),
     Unit("g", _plural("gram"), ("g",), "mass", 1e-3),
     Unit("t", _plural("tonne", "ton"), ("t",), "mass", 1e3),
+    Unit("mg", _plural("milligram"), ("mg",), "mass", 1e-6),
+    Unit("µg", _plural("microgram"), ("µg", "μg", "mcg", "ug"), "mass", 1e-9),
+    Unit("ng", _plural("nanogram"), ("ng",), "mass", 1e-12),
     Unit("lb", _plural("pound"), ("lb", "lbs"), "mass", 0.45359237),
     Unit("oz", _plural("ounce"), ("oz",), "mass", 0.028349523125),
     Unit("m2", (), ("m2",), "area", 1.0, square_of="m"),
@@ -71,6 +74,11 @@ UNITS: tuple[Unit, ...] = (
     Unit("°f", ("fahrenheit",), ("°f", "f"), "temperature",
          phrases=(r"(?:°\s*|\bdegrees?\s+)(?:f\b|fahrenheit\b)",)),
     Unit("°", _plural("degree"), (), "temperature"),  # no scale: ambiguous, never converted
+    # Duration suffixes of configuration files: "300s", "30ms", "5min", "2h" ("5m" is metres unless the
+    # other side is a time: `quantities.same`).
+    Unit("ns", _plural("nanosecond"), ("ns",), "time", 1e-9),
+    Unit("µs", _plural("microsecond"), ("µs", "μs"), "time", 1e-6),
+    Unit("ms", _plural("millisecond"), ("ms", "msec"), "time", 1e-3),
     Unit("s", _plural("second"), ("s", "sec", "secs"), "time", 1.0),
     Unit("min", _plural("minute"), ("min", "mins"), "time", 60.0, counted_with_a=True),
     Unit("h", _plural("hour"), ("h", "hr", "hrs"), "time", 3600.0, counted_with_a=True),
@@ -82,10 +90,25 @@ UNITS: tuple[Unit, ...] = (
     Unit("year", _plural("year"), (), "calendar", 12.0, counted_with_a=True),
     Unit("decade", _plural("decade"), (), "calendar", 120.0, counted_with_a=True),
     Unit("century", ("century", "centuries"), (), "calendar", 1200.0, counted_with_a=True),
+    # Data sizes, SI and IEC kept apart: a kilobyte is 1000 bytes, a kibibyte 1024 (2 GiB is not 2 GB).
+    # Their conversions are exact (`TOLERANCE`), so no rounding makes one family the other.
+    Unit("byte", _plural("byte"), (), "data", 1.0),
+    Unit("kb", _plural("kilobyte"), ("kb",), "data", 1e3),
+    Unit("mb", _plural("megabyte"), ("mb",), "data", 1e6),
+    Unit("gb", _plural("gigabyte"), ("gb",), "data", 1e9),
+    Unit("tb", _plural("terabyte"), ("tb",), "data", 1e12),
+    Unit("kib", _plural("kibibyte"), ("kib",), "data", 2.0**10),
+    Unit("mib", _plural("mebibyte"), ("mib",), "data", 2.0**20),
+    Unit("gib", _plural("gibibyte"), ("gib",), "data", 2.0**30),
+    Unit("tib", _plural("tebibyte"), ("tib",), "data", 2.0**40),
     Unit("%", ("percent", "percentage"), ("%",)),
     Unit("people", ("people", "persons", "inhabitants", "residents")),
 )  # fmt: skip
 
+# How far two quantities of a dimension may differ after conversion, where not `DEFAULT_TOLERANCE`: writers
+# round converted lengths ("340 km" written "211 miles"), not data sizes (1 MB is 2.4 % short of 1 MiB).
+DEFAULT_TOLERANCE = 0.02
+TOLERANCE = {"data": 0.005}
 # What the quantity guard asks an answer to speak of, when a dimension is not its own word.
 _SPOKEN_AS = {"calendar": "time"}
 # Words that show an answer speaks of a dimension without being units the rules convert.
@@ -93,7 +116,21 @@ _ALSO_SPOKEN_OF = {
     "temperature": ("°", "kelvin", "centigrade"),
     "volume": ("gallon", "gallons", "pint", "pints"),
     "area": ("square", "sq"),
-    "time": ("night", "nights", "morning", "mornings", "evening", "evenings"),
+    "time": (
+        "night",
+        "nights",
+        "morning",
+        "mornings",
+        "evening",
+        "evenings",
+        "hourly",
+        "daily",
+        "nightly",
+        "weekly",
+        "monthly",
+        "yearly",
+        "annually",
+    ),
 }
 # Spans short enough to be written in several units at once ("a day and seven hours").
 _LONGEST_CHAINED_SPAN = 86400.0
@@ -120,6 +157,10 @@ class UnitTable:
         """symbol → (dimension, factor to its base unit), for the units that convert."""
         return {u.symbol: (u.dimension, u.factor) for u in self.units if u.dimension and u.factor}
 
+    def tolerance(self, dimension: str) -> float:
+        """How far two quantities of `dimension` may differ after conversion."""
+        return TOLERANCE.get(dimension, DEFAULT_TOLERANCE)
+
     @cached_property
     def measures(self) -> dict[str, str]:
         """symbol → the dimension an answer must speak of (the quantity guard)."""
@@ -139,7 +180,7 @@ class UnitTable:
                 words[dim] += [f"{a}²" for a in self.by_symbol[u.square_of].abbreviations]
         for dim, extra in _ALSO_SPOKEN_OF.items():
             words.setdefault(dim, []).extend(extra)
-        return {d: re.compile(rf"(?:{_alternation(ws)})\b") for d, ws in words.items()}
+        return {d: re.compile(rf"(?<![a-z])(?:{_alternation(ws)})\b") for d, ws in words.items()}
 
     @cached_property
     def phrases(self) -> list[tuple[re.Pattern[str], str]]:
@@ -225,7 +266,7 @@ class UnitTable:
             r"\b(?:"
             + NUMBER_WORD
             + r"|half|third|quarter|fifth|tenth|hundred|thousand|million|billion|score|"
-            rf"{_alternation(spans + shares)}|per cent|couple|few|several|dozens?)\b",
+            rf"{_alternation(spans + shares)}|per cent|couple|few|several|dozens?|once|twice|thrice)\b",
             re.IGNORECASE,
         )
 

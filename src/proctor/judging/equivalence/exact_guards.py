@@ -1,0 +1,79 @@
+"""The English guards for technical and clinical answers, where a near miss is a different fact: a version,
+an identifier, a contrastive qualifier. Each reads the question when it is known (what the question
+already states is not required of the answer) and runs without it."""
+
+from __future__ import annotations
+
+import re
+
+from proctor.judging.equivalence.base import RuleDecision
+from proctor.judging.equivalence.identifiers import identifiers, states_identifier
+from proctor.judging.equivalence.qualifiers import contradicted
+from proctor.judging.equivalence.versions import states_version, versions
+
+# Words of a reference from which an identifier in it may be side detail.
+_MAX_REFERENCE_WORDS = 6
+
+
+def version_missing(answer: str, reference: str, question: str = "") -> RuleDecision | None:
+    """`reference_version_missing`: sure when the reference writes a version string ("2.10.3",
+    "v2.1.0", "2.1.x"; a bare "5.4" where the question asks for a version) that the question does not
+    state and the answer does not write exactly ("2.1.3" for "2.10.3", "5.14" for "5.4"). A "v" is no
+    difference; neither are trailing ".0" parts ("2.1.0" for "2.1": left to the LLM).
+
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, seven label sets): 5/5 alone,
+    all on the technical development set.
+    """
+    given = set(versions(question)) if question else set()
+    for version in versions(reference, question):
+        if version not in given and not states_version(answer, version):
+            return RuleDecision("reference_version_missing", f"the answer does not write version {version}")
+    return None
+
+
+def identifier_missing(answer: str, reference: str, question: str = "") -> RuleDecision | None:
+    """`reference_identifier_missing`: sure when the reference writes a code identifier (a flag, an
+    environment variable, a snake_case or dotted key, a path, a camelCase word, a code such as "CYP2C19",
+    a one-token kebab-case reference; `identifiers`) that the question does not state and the answer does
+    not write exactly, case, hyphens, underscores and dots included ("TBCACHE_CONF" or "tbcache_config"
+    for "TBCACHE_CONFIG", "-N" for "-n"), in an answer-like reference of a few words (in a sentence an
+    identifier may be side detail the answer need not repeat). Where the question names an identifier, a
+    one-word reference is one too: the answer may not write it with other punctuation ("max-memory" for
+    "maxmemory").
+
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, seven label sets): 12/12 alone
+    (3 on the prose sets, 9 on the technical development set).
+    """
+    if len(reference.split()) > _MAX_REFERENCE_WORDS:
+        return None
+    for identifier in identifiers(reference):
+        if question and states_identifier(question, identifier):
+            continue
+        if not states_identifier(answer, identifier):
+            return RuleDecision("reference_identifier_missing", f"the answer does not write {identifier}")
+    # Asked about identifiers, a one-word reference is one: "max-memory" is not the old key "maxmemory".
+    word = reference.strip().rstrip(".")
+    if question and identifiers(question) and re.fullmatch(r"[A-Za-z][\w.-]*", word):
+        squashed = {re.sub(r"\W|_", "", w): w for w in re.findall(r"[\w.-]+", answer)}
+        if word not in squashed.values() and re.sub(r"\W|_", "", word) in squashed:
+            written = squashed[re.sub(r"\W|_", "", word)]
+            return RuleDecision("reference_identifier_missing", f"the answer writes {written}, not {word}")
+    return None
+
+
+def qualifier_contradicted(answer: str, reference: str, question: str = "") -> RuleDecision | None:
+    """`reference_qualifier_contradicted`: sure when the reference names one member of a contrast
+    (`qualifiers.CONTRASTS`: TCP/UDP, oral/intravenous, per day/per dose, minimum/maximum, before/after …)
+    and the answer names another member of it and not the reference's ("TCP 7420" for "UDP port 7420").
+    The question does not matter: naming the other member states another fact.
+
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, seven label sets): 1/1 alone
+    (the technical development set).
+    """
+    found = contradicted(answer, reference)
+    if found is None:
+        return None
+    ref_member, other = found
+    return RuleDecision(
+        "reference_qualifier_contradicted", f"the reference says {ref_member}; the answer {other}"
+    )

@@ -1,0 +1,66 @@
+"""Contrastive qualifiers: words of a closed set whose members exclude each other ("UDP" or "TCP",
+"intravenous" or "oral", "per day" or "per dose", "before" or "after"). A reference that names one
+member and an answer that names another of its set instead ("TCP 7420" for "UDP port 7420") state
+different facts however equal their numbers: `numeric_equivalent` does not credit such an answer and the
+guard `reference_qualifier_contradicted` vetoes it. An answer that names both members ("UDP, not TCP") is
+left alone. Adding a contrast is one entry of `CONTRASTS`: a set's members, each with its spellings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# "per day", "each day", "every day", "once a day", "3 times a day", "/day" — not "in a day", "an hour".
+_EVERY = r"(?:per|each|every|(?:once|twice|thrice|times)\s+an?|/)"
+# Each contrast: member → its spellings (regular expressions, lower case, read as whole words).
+CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
+    {"tcp": ("tcp",), "udp": ("udp",)},
+    {"ipv4": ("ipv4", r"ip\s+v4"), "ipv6": ("ipv6", r"ip\s+v6")},
+    {"http": ("http",), "https": ("https",)},
+    {"read": ("read", "reads", "read-only"), "write": ("write", "writes", "write-only")},
+    {"inbound": ("inbound", "ingress"), "outbound": ("outbound", "egress")},
+    {
+        "oral": ("oral", "orally", "by mouth", "per os", "p\\.o\\."),
+        "intravenous": ("intravenous", "intravenously", "iv", "i\\.v\\."),
+        "subcutaneous": ("subcutaneous", "subcutaneously", "sc", "s\\.c\\.", "subq"),
+        "intramuscular": ("intramuscular", "intramuscularly", "im", "i\\.m\\."),
+        "topical": ("topical", "topically"),
+        "inhaled": ("inhaled", "inhalation"),
+    },
+    {
+        "hourly": ("hourly", rf"{_EVERY}\s*hour"),
+        "daily": ("daily", rf"{_EVERY}\s*day", "nightly"),
+        "weekly": ("weekly", rf"{_EVERY}\s*week"),
+        "monthly": ("monthly", rf"{_EVERY}\s*month"),
+        "yearly": ("yearly", "annually", rf"{_EVERY}\s*year"),
+        "per dose": (r"per\s+dose", r"each\s+dose", r"a\s+dose"),
+    },
+    {"minimum": ("minimum", "at least", "lowest"), "maximum": ("maximum", "at most", "highest")},
+    {"before": ("before", "prior to"), "after": ("after", "following")},
+    {"systolic": ("systolic",), "diastolic": ("diastolic",)},
+    {"increase": ("increase", "increases", "increased", "raises", "raised"),
+     "decrease": ("decrease", "decreases", "decreased", "lowers", "lowered")},
+)  # fmt: skip
+
+_PATTERNS = tuple(
+    {member: re.compile(rf"(?<![\w-])(?:{'|'.join(ways)})(?![\w-])") for member, ways in contrast.items()}
+    for contrast in CONTRASTS
+)
+# A multiple before a frequency is part of it ("twice daily"): still the member "daily".
+_HALF_AN_HOUR = re.compile(r"\b(?:half|quarter|third)\s+an?\s+hour\b")
+
+
+def named(text: str) -> list[set[str]]:
+    """For each contrast, the members a text names."""
+    t = _HALF_AN_HOUR.sub(" ", text.lower())
+    return [{m for m, p in patterns.items() if p.search(t)} for patterns in _PATTERNS]
+
+
+def contradicted(answer: str, reference: str) -> tuple[str, str] | None:
+    """(the reference's member, the answer's other member) when the reference names exactly one member
+    of a contrast and the answer names another member of it and not the reference's; else None."""
+    for ref_members, ans_members in zip(named(reference), named(answer), strict=True):
+        if len(ref_members) == 1 and ans_members and not ref_members & ans_members:
+            return next(iter(ref_members)), sorted(ans_members)[0]
+    return None
