@@ -20,6 +20,7 @@ resumed or re-run exam repeats none.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -28,7 +29,8 @@ from pydantic import Field
 
 from proctor.kit.context import RunContext
 from proctor.kit.steps import Payload
-from proctor.prompts import render_messages
+from proctor.models.types import Message
+from proctor.prompts import render_messages, render_text
 from proctor.protocols.exam.assemble import filter_drafts, length_cue_strength
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft, compile_patterns, normalise, words
@@ -36,6 +38,7 @@ from proctor.protocols.exam.result import RepairStats
 
 PROMPT = "exam/repair"
 REWRITE_PROMPT = "exam/rewrite"
+REWRITE_EXAMPLE = "exam/rewrite_example.j2"
 # Failures repaired with new options (the question and answer are fine; the options are not).
 OPTION_FAILURES = frozenset({"options_repeat", "distractor_closer_to_source", "too_few_distractors", "empty"})
 # Failures repaired with a rewritten question (the answer and options are fine; the question is not).
@@ -98,6 +101,32 @@ def replacements_wanted(d: Draft, failure: str, cfg: Config) -> int:
         return cfg.distractors
     missing = MIN_DISTRACTORS - len(d.distractors)
     return max(1, min(cfg.distractors, max(missing, len(d.rejected))))
+
+
+def rewrite_messages(d: Draft, failure: str, passage: str, leaked: list[str]) -> list[Message]:
+    """System + one worked rewrite (a user turn on an unrelated passage and the ideal reply) + the real
+    request. Without the example, a small examiner tends to hand the question back unchanged."""
+    ex = json.loads(render_text(REWRITE_EXAMPLE))
+    shot = render_messages(
+        REWRITE_PROMPT,
+        passage=ex["passage"],
+        question=ex["question"],
+        correct=ex["correct"],
+        distractors=ex["distractors"],
+        failure="answer_in_question",
+        leaked=ex["leaked"],
+    )
+    real = render_messages(
+        REWRITE_PROMPT,
+        passage=passage,
+        question=d.question,
+        correct=d.correct,
+        distractors=d.distractors,
+        failure=failure,
+        leaked=leaked,
+    )
+    reply: Message = {"role": "assistant", "content": json.dumps({"question": ex["rewritten"]})}
+    return [*shot, reply, real[-1]]
 
 
 def rewrite_schema() -> dict[str, Any]:
@@ -168,15 +197,7 @@ async def repair_drafts(
         temperature, seed = (0.0 if call.attempt == 1 else 0.7), ctx.config.seed + call.attempt
         budget = cfg.generation_max_tokens
         if call.failure in QUESTION_FAILURES:
-            messages = render_messages(
-                REWRITE_PROMPT,
-                passage=call.passage,
-                question=d.question,
-                correct=d.correct,
-                distractors=d.distractors,
-                failure=call.failure,
-                leaked=leaked_words(d, call.failure, cfg),
-            )
+            messages = rewrite_messages(d, call.failure, call.passage, leaked_words(d, call.failure, cfg))
             c = await examiner.generate(
                 messages, json_schema=rewrite_schema(), temperature=temperature, seed=seed, max_tokens=budget
             )
