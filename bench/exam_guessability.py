@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.candidates.multiple_choice import select_option
+from proctor.config import load_config
 from proctor.estimates import Estimate
 from proctor.models import get_model
 from proctor.models.base import Model
@@ -159,6 +160,28 @@ def fmt(e: dict[str, Any]) -> str:
     return f"{e['value']:.2f} [{e['lo']:.2f}, {e['hi']:.2f}] (n={e['n']})"
 
 
+def yield_only(run_dir: Path, wanted: int, kept: int, seconds: int, out: Path) -> None:
+    """The exam's yield alone: asked, kept, drops by filter, repairs by failure, generation rounds."""
+    stats = json.loads((run_dir / "results.json").read_text())["exam"]
+    asked = stats.get("planned") or 0
+    report = {
+        "run_dir": str(run_dir),
+        "exam_seconds": seconds,
+        "asked": asked,
+        "kept": kept,
+        "num_questions": wanted,
+        "yield_of_num_questions": round(kept / wanted, 4),
+        "filtered": stats.get("filtered"),
+        "repairs": stats.get("repairs"),
+        "rounds": stats.get("rounds"),
+        "target_missed": stats.get("target_missed"),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report, indent=1))
+    print(f"\nwritten {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "exam_guessability.json")
@@ -168,13 +191,25 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=1, help="llama.cpp threads of the candidates (0: all cores)"
     )
+    ap.add_argument(
+        "--n-ctx", type=int, default=12288, help="context of the candidates (all ten documents must fit)"
+    )
+    ap.add_argument(
+        "--exam-only",
+        action="store_true",
+        help="write the exam and report its yield (asked, kept, drops, repairs); no candidates",
+    )
     args = ap.parse_args()
 
     t0 = time.monotonic()
     result = run_config(args.config, out=args.runs, show_progress=True)
     exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines() if line]
     t_exam = time.monotonic() - t0
-    opts: dict[str, Any] = {"timeout_s": 1200, "n_ctx": 8192}
+    if args.exam_only:
+        wanted = load_config(args.config).settings.num_questions  # type: ignore[attr-defined]
+        yield_only(result.run_dir, wanted, len(exam), round(t_exam), args.out)
+        return
+    opts: dict[str, Any] = {"timeout_s": 1200, "n_ctx": args.n_ctx}
     if args.threads:
         opts["threads"] = args.threads
     cands = candidates(args.corpus)

@@ -66,12 +66,45 @@ def _doc(topic: str) -> str:
 
 GUESSES = {"on": False}
 REPAIR = {"reply": ["Ivo Marsh", "Lena Quill", "Ansel Brook"]}
+# LEAK on: the lantern-colour question names its answer; REWRITE "fix": a rewrite removes the leak,
+# "stubborn": every rewrite still names it. TOPUP on: one question per call, of which only the Moot's is
+# kept (the others point at "the text"), a new wording for each set of questions.
+LEAK = {"on": False}
+REWRITE = {"mode": "fix"}
+TOPUP = {"on": False}
+LEAKING = "Which colour, green or another, is the lantern colour of Velmora harbour?"
+
+
+def _rewrite(text: str) -> str:
+    q = text.split("\nQuestion: ", 1)[1].split("\n", 1)[0]
+    if q == LEAKING or "green" in q:
+        fixed = "What is the lantern colour of Velmora harbour?"
+        return fixed if REWRITE["mode"] == "fix" else "Is the lantern colour of Velmora harbour green?"
+    return q.replace("According to the text, who", "Who")
+
+
+def _topup_questions(text: str) -> str:
+    """TOPUP mode: the first fact of the passage, self-contained only for the Moot."""
+    m = re.search(r"this is set (\d+)", text)
+    k = int(m.group(1)) if m else 1
+    passage = text.split('"""', 2)[1]
+    subj, attr, val, wrong = next(f for facts in FACTS.values() for f in facts if f[0] in passage)
+    q = f"What is the {attr} of {subj}?" + ("" if k == 1 else f" (question set {k})")
+    if subj != "Moot of Forty":
+        q = "According to the text, " + q[0].lower() + q[1:]
+    return json.dumps(
+        {"questions": [{"question": q, "correct_answer": val, "distractors": wrong, "rationale": "-"}]}
+    )
 
 
 def examiner(messages, params):
     text = messages[-1]["content"]
     if "new wrong answers" in text:  # a repair: fresh distractors for the question
         return json.dumps({"distractors": REPAIR["reply"]})
+    if "Rewrite the question" in text:  # a repair: the question rewritten, answer and options kept
+        return json.dumps({"question": _rewrite(text)})
+    if TOPUP["on"] and "multiple-choice question" in text:
+        return _topup_questions(text)
     if "multiple-choice" not in text and "Classify each question" not in text:
         # Closed-book answerability: without context this examiner names no option (tested elsewhere).
         if GUESSES["on"]:
@@ -96,6 +129,8 @@ def examiner(messages, params):
                     q = f"According to the text, who founded {subj}?"  # not self-contained
                 if attr == "speaker title":
                     q = f"What is the {attr} of {subj}? {HOSTILE}"
+                if attr == "lantern colour" and LEAK["on"]:
+                    q = LEAKING
                 distractors = list(wrong)
                 if attr == "chief engineer":
                     distractors = [
@@ -184,6 +219,7 @@ candidates:
 exam:
   num_questions: 12
   questions_per_call: 3
+  top_up: false
   labels: examiner
   filters: {distractor_source_margin: null}
   balance: {drop_length_cues: false}
@@ -523,6 +559,17 @@ def _repair_calls(run_dir: Path) -> list[str]:
     return [json.loads(d)["failure"] for _, d in rows]
 
 
+def _repair_prompts(run_dir: Path, failure: str) -> list[str]:
+    """The user prompts of the run's repair calls for `failure`, in order (read through the store)."""
+    from proctor import load_run
+
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    rows = con.execute("SELECT key, data FROM items WHERE kind = 'exam_repair' ORDER BY seq").fetchall()
+    keys = [k for k, d in rows if json.loads(d)["failure"] == failure]
+    with load_run(run_dir) as run:
+        return [c.messages[-1].content for k in keys for c in run.transcripts(k) if c.messages]
+
+
 def test_a_question_with_repeated_options_is_repaired_once_and_kept(
     exam_config: Path, tmp_path: Path
 ) -> None:
@@ -532,14 +579,20 @@ def test_a_question_with_repeated_options_is_repaired_once_and_kept(
     exam_config.write_text(exam_config.read_text().replace("repair: {attempts: 0}", "repair: {attempts: 2}"))
     result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
     ex = result.summary["exam"]
+    # The "according to the text" question is rewritten (its own kind of repair), so nothing is dropped.
     assert ex["repairs"] == {
-        "asked": {"options_repeat": 1},
-        "repaired": {"options_repeat": 1},
-        "calls": 1,
+        "asked": {"not_self_contained": 1, "options_repeat": 1},
+        "repaired": {"not_self_contained": 1, "options_repeat": 1},
+        "calls": 2,
         "calls_failed": {},
     }
-    assert ex["filtered"] == {"not_self_contained": 1, "guessable": 0} and ex["kept"] == 11
-    assert _repair_calls(result.run_dir) == ["options_repeat"]
+    assert ex["filtered"] == {"guessable": 0} and ex["kept"] == 12
+    assert sorted(_repair_calls(result.run_dir)) == ["not_self_contained", "options_repeat"]
+    # Only the removed options were replaced: the two distinct ones stay, listed as already used, and
+    # two replacements (one per removed option) were asked for.
+    prompt = _repair_prompts(result.run_dir, "options_repeat")[0]
+    assert "Wrong answers already used" in prompt and "- Nina Holt\n- Gus Brann" in prompt
+    assert "Petra Lund.; petra lund" in prompt and "Write 2 new wrong answers" in prompt
     exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
     q = next(q for q in exam if "chief engineer" in q["question"])
     assert q["choices"][q["answer_index"]] == "Petra Lund"
@@ -553,7 +606,7 @@ def test_a_question_with_repeated_options_is_repaired_once_and_kept(
     fresh = con.execute(
         "SELECT COUNT(*) FROM model_calls WHERE cached = 0 AND item_key LIKE 'exam_repair_%'"
     ).fetchone()[0]
-    assert fresh == 0 and again.summary["exam"]["kept"] == 11
+    assert fresh == 0 and again.summary["exam"]["kept"] == 12
 
 
 def test_an_unrepairable_question_is_dropped_and_counted(exam_config: Path, tmp_path: Path) -> None:
@@ -565,7 +618,99 @@ def test_an_unrepairable_question_is_dropped_and_counted(exam_config: Path, tmp_
     finally:
         REPAIR["reply"] = ["Ivo Marsh", "Lena Quill", "Ansel Brook"]
     ex = result.summary["exam"]
-    assert ex["repairs"]["asked"] == {"options_repeat": 1} and ex["repairs"]["repaired"] == {}
-    assert ex["repairs"]["calls"] == 2  # both attempts made, then given up
-    assert ex["filtered"]["options_repeat"] == 1 and ex["kept"] == 10
-    assert _repair_calls(result.run_dir) == ["options_repeat", "options_repeat"]
+    assert ex["repairs"]["asked"] == {"not_self_contained": 1, "options_repeat": 1}
+    assert ex["repairs"]["repaired"] == {"not_self_contained": 1}
+    assert ex["repairs"]["calls"] == 3  # both attempts made for the options, then given up
+    assert ex["filtered"]["options_repeat"] == 1 and ex["kept"] == 11
+    assert sorted(_repair_calls(result.run_dir)) == ["not_self_contained", "options_repeat", "options_repeat"]
+
+
+def test_a_question_that_names_its_answer_is_rewritten_once_and_kept(
+    exam_config: Path, tmp_path: Path
+) -> None:
+    _exam_only(exam_config, "  num_questions: 12\n  questions_per_call: 3\n")
+    exam_config.write_text(exam_config.read_text().replace("repair: {attempts: 0}", "repair: {attempts: 2}"))
+    LEAK["on"] = True
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        LEAK["on"] = False
+    ex = result.summary["exam"]
+    assert ex["repairs"]["asked"]["answer_in_question"] == 1
+    assert ex["repairs"]["repaired"]["answer_in_question"] == 1
+    assert _repair_calls(result.run_dir).count("answer_in_question") == 1  # once: the rewrite passed
+    # The prompt names the words of the key found in the question and keeps the key and the options.
+    prompt = _repair_prompts(result.run_dir, "answer_in_question")[0]
+    assert "appear in the question: green" in prompt and "Correct answer: green" in prompt
+    assert "- dark blue" in prompt
+    exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
+    q = next(q for q in exam if "lantern colour" in q["question"])
+    assert q["question"] == "What is the lantern colour of Velmora harbour?"
+    assert q["choices"][q["answer_index"]] == "green" and "answer_in_question" not in ex["filtered"]
+    html = (result.run_dir / "report.html").read_text()
+    assert "answer_in_question" in html and "1 repaired / 1 asked" in html
+
+
+def test_a_question_that_still_names_its_answer_is_dropped_and_counted(
+    exam_config: Path, tmp_path: Path
+) -> None:
+    _exam_only(exam_config, "  num_questions: 12\n  questions_per_call: 3\n")
+    exam_config.write_text(exam_config.read_text().replace("repair: {attempts: 0}", "repair: {attempts: 2}"))
+    LEAK["on"], REWRITE["mode"] = True, "stubborn"
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        LEAK["on"], REWRITE["mode"] = False, "fix"
+    ex = result.summary["exam"]
+    assert ex["repairs"]["asked"]["answer_in_question"] == 1
+    assert "answer_in_question" not in ex["repairs"]["repaired"]
+    assert _repair_calls(result.run_dir).count("answer_in_question") == 2  # both attempts, then dropped
+    assert ex["filtered"]["answer_in_question"] == 1
+    exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
+    assert not any("lantern colour" in q["question"] for q in exam)
+
+
+def test_top_up_asks_for_more_until_num_questions_are_kept(exam_config: Path, tmp_path: Path) -> None:
+    # Twelve asked, ten kept (one repeats its answer, one points at "the text"; no repair): the top-up
+    # asks again, the examiner writes new questions for the second set, and the exam reaches twelve.
+    _exam_only(exam_config, "  num_questions: 12\n  questions_per_call: 3\n  top_up: true\n")
+    exam_config.write_text(exam_config.read_text().replace("  top_up: false\n", ""))
+    real = examiner
+
+    def second_set_reworded(messages, params):
+        reply = real(messages, params)
+        text = messages[-1]["content"]
+        if "this is set 2" in text and "multiple-choice question" in text:
+            qs = json.loads(reply)["questions"]
+            for q in qs:
+                q["question"] = q["question"].replace("What is", "Which is")
+            return json.dumps({"questions": qs})
+        return reply
+
+    register_script("exam-examiner", second_set_reworded)
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        register_script("exam-examiner", real)
+    ex = result.summary["exam"]
+    rounds = ex["rounds"]
+    assert rounds[0] == {"asked": 12, "generated": 12, "kept": 10, "guessable": 0}
+    assert len(rounds) == 2 and 12 < rounds[1]["asked"] <= 24 and ex["kept"] >= 12
+    assert not any("short of" in w for w in result.summary["warnings"])
+
+
+def test_top_up_stops_at_twice_num_questions_and_says_so(exam_config: Path, tmp_path: Path) -> None:
+    # One question per call; only the Moot's is self-contained, so each pass over the four chunks keeps
+    # one. Four wanted: the top-up asks up to eight (2 x num_questions, two passes) and stops there.
+    _exam_only(exam_config, "  num_questions: 4\n  questions_per_call: 1\n")
+    exam_config.write_text(exam_config.read_text().replace("  top_up: false\n", ""))
+    TOPUP["on"] = True
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        TOPUP["on"] = False
+    ex = result.summary["exam"]
+    assert [(r["asked"], r["kept"]) for r in ex["rounds"]] == [(4, 1), (8, 2)]
+    assert ex["planned"] == 8 and ex["kept"] == 2
+    assert _fresh_examiner_calls(result.run_dir) == 8
+    assert any("short of num_questions 4, after 8 asked" in w for w in result.summary["warnings"])

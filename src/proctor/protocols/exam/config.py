@@ -124,16 +124,19 @@ class BalanceConfig(Strict):
 
 
 class RepairConfig(Strict):
-    """Repairing instead of dropping: a question that fails a distractor check (too few distinct wrong
-    options after the repeat and closer-to-source filters, or a correct answer that stands out by its
-    length) gets new distractors from the examiner, with the failure named in the prompt; it is dropped
-    only when the repairs fail. Every repair is a counted examiner call."""
+    """Repairing instead of dropping: a question that gives its answer away or points at a text the reader
+    never sees gets a rewritten question from the examiner (the words of the key found in it named in the
+    prompt); one that fails a distractor check (too few distinct wrong options after the repeat and
+    closer-to-source filters, or a correct answer that stands out by its length) gets replacements for
+    the removed options. Every filter runs again; a question is dropped only when the repairs fail. Every
+    repair is a counted examiner call."""
 
     attempts: int = Field(
         2,
         ge=0,
         le=5,
-        description="repair calls per question at most (each asks for fresh distractors); 0 = drop as before",
+        description="repair calls per question at most (each asks for a rewritten question or for "
+        "replacement distractors, whichever the question failed); 0 = drop as before",
     )
     key_length_cue: float | None = Field(
         0.25,
@@ -263,6 +266,13 @@ class Config(Strict):
         description="questions asked of the examiner (before filtering; chunks are reused when there are "
         "fewer)",
     )
+    top_up: bool = Field(
+        True,
+        description="when fewer than `num_questions` questions survive the filters and repairs, ask the "
+        "examiner for more (further rounds, sized by the keep rate so far; the calls already made are "
+        "reused) while the corpus allows — at most 2 x num_questions asked in all, and no chunk asked a "
+        "third time — so the exam meets `num_questions`; false = one round of `num_questions`",
+    )
     target_questions: int | None = Field(
         None,
         ge=1,
@@ -270,14 +280,15 @@ class Config(Strict):
         description="keep asking until at least this many questions survive the filters: after the first "
         "`num_questions`, further rounds ask for as many more as the observed keep rate suggests (the "
         "calls already made are reused), up to `max_questions` asked; every surviving question is kept, "
-        "so the exam can end a little above the target; null = one round of `num_questions`",
+        "so the exam can end a little above the target; null = `num_questions` with `top_up`, else one "
+        "round of `num_questions`",
     )
     max_questions: int | None = Field(
         None,
         ge=1,
         le=100_000,
         description="with `target_questions`: the most questions asked of the examiner over all rounds; "
-        "null = 5 x max(num_questions, target_questions)",
+        "null = 5 x max(num_questions, target_questions) (with `top_up` alone: 2 x num_questions)",
     )
     questions_per_call: int = Field(
         1, ge=1, le=10, description="questions the examiner writes from one chunk in one call"
@@ -376,10 +387,23 @@ class Config(Strict):
             )
         return self
 
-    def question_cap(self) -> int:
-        """Most questions asked of the examiner over all generation rounds."""
-        if self.target_questions is None:
+    def question_target(self) -> int | None:
+        """Questions the exam should keep, or None when one round of `num_questions` is all."""
+        if self.target_questions is not None:
+            return self.target_questions
+        return self.num_questions if self.top_up else None
+
+    def question_cap(self, n_chunks: int | None = None) -> int:
+        """Most questions asked of the examiner over all generation rounds. A top-up alone (no
+        `target_questions`) asks at most twice `num_questions` and, given the corpus's `n_chunks`, asks
+        no chunk a third time (never fewer than `num_questions`)."""
+        if self.question_target() is None:
             return self.num_questions
         if self.max_questions is not None:
             return self.max_questions
-        return 5 * max(self.num_questions, self.target_questions)
+        if self.target_questions is not None:
+            return 5 * max(self.num_questions, self.target_questions)
+        cap = 2 * self.num_questions
+        if n_chunks is not None:
+            cap = min(cap, 2 * n_chunks * self.questions_per_call)
+        return max(self.num_questions, cap)

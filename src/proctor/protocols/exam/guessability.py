@@ -288,7 +288,8 @@ async def guessability_step(
     kept = [q for q in exam if not is_guessable(guesses[q.id], cfg.max_guessability, cfg.guessability_rule)]
     stats.filtered = {**(stats.filtered or {}), "guessable": len(exam) - len(kept)}
     stats.kept = len(kept)
-    if cfg.exam_file is None and cfg.target_questions is not None and len(kept) < cfg.target_questions:
+    target = cfg.question_target()
+    if cfg.exam_file is None and target is not None and len(kept) < target:
         why = (
             f"{len(exam) - len(kept)} of the {len(exam)} that passed the other filters were answerable "
             f"closed-book ({_rule_text(rule_used(guesses, cfg.guessability_rule), cfg.max_guessability)})"
@@ -297,9 +298,15 @@ async def guessability_step(
         stats.target_missed = (
             f"{before}; then {why}"
             if before
-            else f"{len(kept)} questions kept, short of target_questions {cfg.target_questions}: {why}"
+            else f"{len(kept)} questions kept, short of {_wanted(cfg)}: {why}"
         )
     return kept, guesses
+
+
+def _wanted(cfg: Config) -> str:
+    if cfg.target_questions is not None:
+        return f"target_questions {cfg.target_questions}"
+    return f"num_questions {cfg.num_questions}"
 
 
 def _rule_text(rule: str, threshold: float) -> str:

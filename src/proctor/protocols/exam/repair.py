@@ -2,41 +2,60 @@
 
 A small examiner often writes a good question with poor wrong options: options that repeat the correct
 answer or each other, options closer to the source than the correct answer (partly right), or a correct
-answer longer and more specific than every option. Dropping such questions cost most of an exam on an
-unfamiliar corpus. Here the examiner is asked again for fresh distractors only, with the failure named in
-the prompt; the new options go through the same filters, and the question is dropped only when
-`repair.attempts` repairs fail. Each repair is one stored examiner call (`exam_repair`), so a resumed or
-re-run exam repeats none.
+answer longer and more specific than every option. It also writes questions that give their answer away
+(the key's words in the stem) or point at a text the reader never sees. Dropping such questions cost most
+of an exam on an unfamiliar corpus. Here the examiner is asked again, with the failure named in the prompt:
+
+* a question at fault (`answer_in_question`, `not_self_contained`) -> a rewritten question only, naming
+  the words of the key found in it (or the phrase pointing at the text); the key and options stay;
+* options at fault -> replacements only for the options the filters removed (the filters' deterministic
+  pass has already kept one of each group of repeats; the kept options are listed as "already used",
+  the removed ones as not to be written again; a distractor stated in the source is named and its
+  replacement asked to be one the source does not state).
+
+Every filter runs again on the result, and the question is dropped only when `repair.attempts` repairs
+fail (one call per question per attempt). Each repair is one stored examiner call (`exam_repair`), so a
+resumed or re-run exam repeats none.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from proctor.kit.context import RunContext
 from proctor.kit.steps import Payload
-from proctor.prompts import render_messages
+from proctor.models.types import Message
+from proctor.prompts import render_messages, render_text
 from proctor.protocols.exam.assemble import filter_drafts, length_cue_strength
 from proctor.protocols.exam.config import Config
-from proctor.protocols.exam.filters import Draft, normalise, words
+from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft, compile_patterns, normalise, words
 from proctor.protocols.exam.result import RepairStats
 
 PROMPT = "exam/repair"
-# Failures a question can be repaired from (its question and answer are fine; its options are not).
-REPAIRABLE = frozenset({"options_repeat", "distractor_closer_to_source", "too_few_distractors", "empty"})
+REWRITE_PROMPT = "exam/rewrite"
+REWRITE_EXAMPLE = "exam/rewrite_example.j2"
+# Failures repaired with new options (the question and answer are fine; the options are not).
+OPTION_FAILURES = frozenset({"options_repeat", "distractor_closer_to_source", "too_few_distractors", "empty"})
+# Failures repaired with a rewritten question (the answer and options are fine; the question is not).
+QUESTION_FAILURES = frozenset({"answer_in_question", "not_self_contained"})
+REPAIRABLE = OPTION_FAILURES | QUESTION_FAILURES
 KEY_STANDS_OUT = "key_stands_out"
 
 
 class ExamRepair(Payload):
-    """One repair call: the fresh distractors the examiner wrote for a draft."""
+    """One repair call: the fresh distractors, or the rewritten question, the examiner wrote for a draft."""
 
     KIND: ClassVar[str] = "exam_repair"
     draft_key: str
     failure: str
     attempt: int
-    distractors: list[str]
+    distractors: list[str] = Field(default_factory=list)
+    question: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,61 @@ def failure_of(d: Draft, cfg: Config) -> str | None:
         ):
             return KEY_STANDS_OUT
     return None
+
+
+def leaked_words(d: Draft, failure: str, cfg: Config) -> list[str]:
+    """What the rewrite prompt names: the words of the key found in the question (answer_in_question),
+    or the phrases that point at an unseen text (not_self_contained)."""
+    if failure == "answer_in_question":
+        in_question = set(words(d.question))
+        return list(dict.fromkeys(w for w in words(d.correct) if w in in_question))
+    found = (
+        m.group(0) for p in compile_patterns(cfg.filters.not_self_contained) if (m := p.search(d.question))
+    )
+    return list(dict.fromkeys(found))
+
+
+def replacements_wanted(d: Draft, failure: str, cfg: Config) -> int:
+    """New options to ask for: a fresh set when the key stands out by its length, else one for each
+    option the filters removed (at least as many as the question lacks), within `distractors`."""
+    if failure == KEY_STANDS_OUT:
+        return cfg.distractors
+    missing = MIN_DISTRACTORS - len(d.distractors)
+    return max(1, min(cfg.distractors, max(missing, len(d.rejected))))
+
+
+def rewrite_messages(d: Draft, failure: str, passage: str, leaked: list[str]) -> list[Message]:
+    """System + one worked rewrite (a user turn on an unrelated passage and the ideal reply) + the real
+    request. Without the example, a small examiner tends to hand the question back unchanged."""
+    ex = json.loads(render_text(REWRITE_EXAMPLE))
+    shot = render_messages(
+        REWRITE_PROMPT,
+        passage=ex["passage"],
+        question=ex["question"],
+        correct=ex["correct"],
+        distractors=ex["distractors"],
+        failure="answer_in_question",
+        leaked=ex["leaked"],
+    )
+    real = render_messages(
+        REWRITE_PROMPT,
+        passage=passage,
+        question=d.question,
+        correct=d.correct,
+        distractors=d.distractors,
+        failure=failure,
+        leaked=leaked,
+    )
+    reply: Message = {"role": "assistant", "content": json.dumps({"question": ex["rewritten"]})}
+    return [*shot, reply, real[-1]]
+
+
+def rewrite_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"question": {"type": "string", "minLength": 8}},
+        "required": ["question"],
+    }
 
 
 def repair_schema(n: int) -> dict[str, Any]:
@@ -90,6 +164,16 @@ def apply_repair(d: Draft, new: list[str]) -> None:
     d.checked = False
 
 
+def apply_rewrite(d: Draft, question: str | None) -> None:
+    """Give `d` the rewritten question (an empty reply leaves it as it was) and mark it for the filters
+    again; its answer and options stay."""
+    text = " ".join(str(question or "").split())
+    if text and text != d.question:
+        d.question = text
+        d.reason = None
+        d.checked = False
+
+
 async def repair_drafts(
     ctx: RunContext[Config],
     drafts: list[Draft],
@@ -110,28 +194,31 @@ async def repair_drafts(
 
     async def write(call: RepairCall) -> ExamRepair:
         d = call.draft
-        n = (
-            max(cfg.distractors - len(d.distractors), 2)
-            if call.failure != KEY_STANDS_OUT
-            else cfg.distractors
-        )
+        temperature, seed = (0.0 if call.attempt == 1 else 0.7), ctx.config.seed + call.attempt
+        budget = cfg.generation_max_tokens
+        if call.failure in QUESTION_FAILURES:
+            messages = rewrite_messages(d, call.failure, call.passage, leaked_words(d, call.failure, cfg))
+            c = await examiner.generate(
+                messages, json_schema=rewrite_schema(), temperature=temperature, seed=seed, max_tokens=budget
+            )
+            new = (c.parsed or {}).get("question")
+            return ExamRepair(
+                draft_key=d.key, failure=call.failure, attempt=call.attempt, question=str(new or "")
+            )
+        n = replacements_wanted(d, call.failure, cfg)
         messages = render_messages(
             PROMPT,
             passage=call.passage,
             question=d.question,
             correct=d.correct,
             kept=d.distractors,
-            rejected=d.rejected[:4],
+            rejected=list(dict.fromkeys(d.rejected))[:6],
             failure=call.failure,
             correct_words=len(words(d.correct)),
             n=n,
         )
         c = await examiner.generate(
-            messages,
-            json_schema=repair_schema(n),
-            temperature=0.0 if call.attempt == 1 else 0.7,
-            seed=ctx.config.seed + call.attempt,
-            max_tokens=cfg.generation_max_tokens,
+            messages, json_schema=repair_schema(n), temperature=temperature, seed=seed, max_tokens=budget
         )
         got = (c.parsed or {}).get("distractors", [])
         return ExamRepair(
@@ -146,7 +233,7 @@ async def repair_drafts(
             first_failure.setdefault(d.key, f)
         calls = [RepairCall(d, f, attempt, sources.get(d.chunk_id, "")) for d, f in todo]
         outcomes = await ctx.map(
-            "exam: repairing distractors" + (f" (attempt {attempt})" if attempt > 1 else ""),
+            "exam: repairing questions" + (f" (attempt {attempt})" if attempt > 1 else ""),
             calls,
             write,
             unit_id=lambda c: (
@@ -168,7 +255,10 @@ async def repair_drafts(
                 cause = o.failure.cause if o.failure is not None else "not_run"
                 stats.calls_failed[cause] = stats.calls_failed.get(cause, 0) + 1
                 continue
-            apply_repair(o.unit.draft, o.value.distractors)
+            if o.unit.failure in QUESTION_FAILURES:
+                apply_rewrite(o.unit.draft, o.value.question)
+            else:
+                apply_repair(o.unit.draft, o.value.distractors)
         filter_drafts(drafts, cfg, emb, sources, example_passage)
     asked: Counter[str] = Counter(first_failure.values())
     repaired: Counter[str] = Counter(

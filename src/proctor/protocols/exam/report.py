@@ -57,11 +57,12 @@ STAT_ORDER = (
 )
 STAT_LABELS = {
     "planned": "questions asked of the examiner",
-    "rounds": "generation rounds (to reach target_questions)",
+    "rounds": "generation rounds (to reach num_questions or target_questions kept)",
     "calls": "examiner calls",
     "calls_failed": "questions lost to failed calls (by cause; unparseable = schema/parse failure)",
     "generated": "questions parsed",
-    "repairs": "questions sent back for fresh distractors (by failure: repaired / asked)",
+    "repairs": "questions sent back to the examiner: a rewritten question or replacement distractors "
+    "(by failure: repaired / asked)",
     "filtered": "questions filtered (by reason)",
     "distractors_removed": "spare distractors removed (by reason)",
     "kept": "questions kept (the exam)",

@@ -309,7 +309,8 @@ class GuessSkipped(Part):
 
 
 class Round(Part):
-    """One generation round (while `target_questions` is not met): questions asked in all, kept."""
+    """One generation round (while fewer than `target_questions`, or `num_questions` with `top_up`, are
+    kept): questions asked in all, kept."""
 
     asked: int
     generated: int

@@ -75,14 +75,16 @@ async def build_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[ExamQue
 
 
 async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[ExamQuestion], ExamStats]:
-    """Generate, filter and assemble, in rounds while `target_questions` is not met."""
+    """Generate, filter, repair and assemble, in rounds while fewer questions are kept than wanted
+    (`target_questions`, or `num_questions` with `top_up`) and the cap allows (`Config.question_cap`)."""
     chunks = generation.chunk_order(ctx, cfg.chunk_sampling, cfg.topic_clusters)
     # Every assembly starts from the same generator state, so the exam of a round does not depend on
     # how many rounds came before it (and one round gives the same exam as before rounds existed).
     rng_state = copy.deepcopy(ctx.rng.bit_generator.state)
     emb = Embeddings(ctx.embedder) if ctx.config.embedder else None
     sources = {c.chunk_id: c.text for c in ctx.corpus.chunks}
-    asked, cap = cfg.num_questions, cfg.question_cap()
+    target = cfg.question_target()
+    asked, cap = cfg.num_questions, cfg.question_cap(len(chunks))
     rounds: list[Round] = []
     while True:
         plan = generation.plan_generation(ctx, cfg, chunks, asked)
@@ -102,7 +104,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
             example_passage=generation.example_passage(),
         )
         rounds.append(Round(asked=asked, generated=counts.generated, kept=len(exam)))
-        if cfg.target_questions is not None and filters_guessable(ctx) and exam:
+        if target is not None and filters_guessable(ctx) and exam:
             # The target counts items that also pass the guessability filter, measured per round (each
             # item once: later rounds and the final step read the stored answers).
             guesses = await guess(ctx, exam)
@@ -112,15 +114,15 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
                 if is_guessable(guesses[q.id], cfg.max_guessability or 0.0, cfg.guessability_rule)
             )
             rounds[-1].kept, rounds[-1].guessable = len(exam) - dropped, dropped
-        nxt = _next_round_size(cfg, rounds, cap)
+        nxt = _next_round_size(cfg, target, rounds, cap)
         if nxt is None:
             break
         log.info(
-            "exam round %d: %d asked, %d kept, short of target_questions %d; asking %d in all",
+            "exam round %d: %d asked, %d kept, short of the %d wanted; asking %d in all",
             len(rounds),
             asked,
             len(exam),
-            cfg.target_questions,
+            target,
             nxt,
         )
         asked = nxt
@@ -137,27 +139,32 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         embedding_filters=assembly.embedding_filters,
         repairs=repairs if cfg.repair.attempts else None,
     )
-    if cfg.target_questions is not None:
+    if target is not None and (len(rounds) > 1 or cfg.target_questions is not None):
         stats.rounds = rounds
-        if len(exam) < cfg.target_questions:
-            stats.target_missed = (
-                f"{len(exam)} questions kept, short of target_questions {cfg.target_questions}, after "
-                f"{asked} asked (max_questions {cap})"
-            )
+    if target is not None and len(exam) < target:
+        wanted = (
+            f"target_questions {target}" if cfg.target_questions is not None else f"num_questions {target}"
+        )
+        stats.target_missed = (
+            f"{len(exam)} questions kept, short of {wanted}, after {asked} asked (at most {cap})"
+        )
     return exam, stats
 
 
-def _next_round_size(cfg: Config, rounds: list[Round], cap: int) -> int | None:
+def _next_round_size(cfg: Config, target: int | None, rounds: list[Round], cap: int) -> int | None:
     """Questions to ask in all in the next generation round, or None when generation is done: the
     target is met, the cap is reached, or the last round produced no new question (e.g. the examiner
-    fails). The shortfall is divided by the keep rate so far, plus 10 % headroom, in whole calls."""
+    fails) or kept no more than the round before (the examiner only repeats itself). The shortfall
+    is divided by the keep rate so far, plus 10 % headroom, in whole calls."""
     last = rounds[-1]
-    if cfg.target_questions is None or last.kept >= cfg.target_questions or last.asked >= cap:
+    if target is None or last.kept >= target or last.asked >= cap:
         return None
-    if last.generated == 0 or (len(rounds) > 1 and last.generated <= rounds[-2].generated):
+    if last.generated == 0:
+        return None
+    if len(rounds) > 1 and (last.generated <= rounds[-2].generated or last.kept <= rounds[-2].kept):
         return None
     rate = max(last.kept / last.asked, 0.02)
-    more = math.ceil((cfg.target_questions - last.kept) / rate * 1.1)
+    more = math.ceil((target - last.kept) / rate * 1.1)
     per = cfg.questions_per_call
     return min(cap, math.ceil((last.asked + more) / per) * per)
 
