@@ -89,6 +89,16 @@ def test_parse_json_python_literals() -> None:
     assert parse_json("{'ok': True, 'none': None, 'xs': [1, 2,]}") == {"ok": True, "none": None, "xs": [1, 2]}
 
 
+def test_parse_json_never_raises_on_python_literals_that_are_not_json() -> None:
+    """A small model's doubled braces once crashed an agent run (TypeError from a set of dicts): the inner
+    object is read, and a Python set is never taken for an object."""
+    doubled = '{{"name": "search", "arguments": {"q": "x"}}}'
+    assert parse_json(doubled) == {"name": "search", "arguments": {"q": "x"}}
+    assert parse_json("{{}}") == {}
+    with pytest.raises(ParseError):
+        parse_json("{'a', 'b'}")
+
+
 def test_parse_json_schema_errors_name_the_field() -> None:
     with pytest.raises(ParseError, match=r"at score: 'three' is not of type 'integer'"):
         parse_json('{"answer": "Paris", "score": "three"}', SCHEMA)

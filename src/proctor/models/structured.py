@@ -37,9 +37,12 @@ def _first_json_value(text: str) -> Any:
             end = text.rfind("}" if ch == "{" else "]")
             if end > i:
                 try:
-                    return ast.literal_eval(text[i : end + 1])
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    pass
+                    literal = ast.literal_eval(text[i : end + 1])
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    # TypeError: a set of dicts (`{{"a": 1}}`), which Python cannot even build.
+                    continue
+                if isinstance(literal, (dict, list)):
+                    return literal
     raise ParseError("no JSON object found in the reply")
 
 
