@@ -167,7 +167,11 @@ def label_sets(exclude: list[str]) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--exclude", action="append", default=[], metavar="NAME", help="leave out the set judge_labels_NAME.jsonl"
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out the set judge_labels_NAME.jsonl",
     )
     args = parser.parse_args()
     sets = label_sets(args.exclude)

@@ -44,8 +44,8 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
     "CYP3A4": `identifiers.expanded`), and so is the last segment of a dotted identifier whose prefix the
     question names ("AT_LEAST_ONCE" for "DeliveryMode.AT_LEAST_ONCE": `identifiers.dotted_tail`).
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, seven label sets): 12/12 alone
-    (3 on the prose sets, 9 on the technical development set).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 32/32 alone
+    (3 on the prose sets, 29 on the three technical and clinical development sets).
     """
     if len(reference.split()) > _MAX_REFERENCE_WORDS or dotted_tail(answer, reference, question):
         return None
@@ -70,8 +70,8 @@ def qualifier_contradicted(answer: str, reference: str, question: str = "") -> R
     and the answer names another member of it and not the reference's ("TCP 7420" for "UDP port 7420").
     The question does not matter: naming the other member states another fact.
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, seven label sets): 1/1 alone
-    (the technical development set).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 9/9 alone
+    (the technical and clinical development sets).
     """
     found = contradicted(answer, reference)
     if found is None:

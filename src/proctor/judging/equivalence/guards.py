@@ -98,15 +98,14 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     no number in any form (no digit, number word, fraction or span) or nothing of the reference's
     dimension, the reference names a year and the answer none or another, the answer states numbers in
     the reference's unit (or both without one) and none of them is the reference's quantity in any form, a
-    short several-number
-    reference loses one, or the right number comes in a currency the reference does not use ("€64" for
-    "64 skell"), or the reference writes a date and the answer another date. A date stated as the
-    reference states it in another form ("30 June 2025" for "2025-06-30") is no missing number; a power
-    of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is left to the LLM. Anything written otherwise (compound number words, other units, "half an hour") is left
-    to the LLM.
+    short several-number reference loses one, the right number comes in a currency the reference does not
+    use ("€64" for "64 skell"), or the reference writes a date and the answer another date. A date the
+    answer writes in another form ("30 June 2025" for "2025-06-30") is no missing number; a power of ten on
+    one side only ("75,000 per µL" for "75 × 10⁹/L") is left to the LLM, and so is anything written
+    otherwise (compound number words, other units, "half an hour").
 
-    Measured precision (`bench/rule_precision.py`, six label sets): 128/130 alone (0.98); 23/24 behind the LLM
-    (0.96).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 193/195 alone
+    (0.99); 23/24 behind the LLM (0.96).
     """
     ref_dates, answer_dates = set(dates(reference)), set(dates(answer))
     if ref_dates and answer_dates:
@@ -169,10 +168,12 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
 def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
     """The reference states one quantity in a unit that converts; the answer states quantities of its
     dimension and none of them is it ("2 GB" for "2 GiB", "300 ms" for "300s", "72 minutes" for "72
-    hours", "410 µg/mL" for "410 ng/mL": a ratio unit whose parts convert), whatever their numbers. Not where either states a frequency ("three times a day" for "every
-    8 hours": "a day" is no span there)."""
+    hours", "410 µg/mL" for "410 ng/mL": a ratio unit whose parts convert), whatever their numbers.
+    Not where either states a frequency ("three times a day" for "every 8 hours": "a day" is no span
+    there)."""
     ref_q = quantities(reference)
-    convert = {**table().convert, **{q.unit: r for q in ref_q if (r := ratio_unit(q.unit))}}
+    convert: dict[str, tuple[str, float]] = dict(table().convert)
+    convert.update({q.unit: r for q in ref_q if q.unit and (r := ratio_unit(q.unit))})
     if len(ref_q) != 1 or ref_q[0].unit not in convert or _FREQUENCY.search(answer + " " + reference):
         return None
     wanted, dim = ref_q[0], convert[ref_q[0].unit or ""][0]

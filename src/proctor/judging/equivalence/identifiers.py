@@ -85,7 +85,9 @@ def expanded(answer: str, identifier: str) -> bool:
     digits ("CYP3A4") as its part from the first digit on ("3A4"), written as a word, just after words
     whose first begins with the code's first letter and which hold its other leading letters in order
     ("Cytochrome P450 3A4", "human epidermal growth factor receptor 2" for "HER2")."""
-    if re.fullmatch(r"[A-Za-z]{3,}", identifier) and 2 * sum(c.isupper() for c in identifier) >= len(identifier):
+    if re.fullmatch(r"[A-Za-z]{3,}", identifier) and 2 * sum(c.isupper() for c in identifier) >= len(
+        identifier
+    ):
         letters = identifier.lower()
         initials = "".join(w[0].lower() for w in _INITIALS_WORDS.findall(answer))
         # Initials of hyphenated parts count too ("activated partial thromboplastin-time").
@@ -112,7 +114,9 @@ def dotted_tail(answer: str, reference: str, question: str) -> bool:
     m = re.fullmatch(r"\s*`?(?P<head>[\w.]+)\.(?P<tail>\w+)`?\s*\.?\s*", reference)
     if m is None or not question:
         return False
-    head_named = states_identifier(question, m["head"]) or states_identifier(question, m["head"].split(".")[-1])
+    head_named = states_identifier(question, m["head"]) or states_identifier(
+        question, m["head"].split(".")[-1]
+    )
     return head_named and states_identifier(answer, m["tail"])
 
 

@@ -46,7 +46,9 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {
         "once": (rf"once{_A_PERIOD}", "one time(?:s)?" + _A_PERIOD, "qd", "q\\.d\\."),
         "twice": (rf"twice{_A_PERIOD}", rf"(?:two|2)\s*(?:times|x){_A_PERIOD}", "bid", "b\\.i\\.d\\."),
-        "three times": (rf"(?:three|3)\s*(?:times|x){_A_PERIOD}", rf"thrice{_A_PERIOD}", "tid", "t\\.i\\.d\\."),
+        "three times": (
+            rf"(?:three|3)\s*(?:times|x){_A_PERIOD}", rf"thrice{_A_PERIOD}", "tid", "t\\.i\\.d\\."
+        ),
         "four times": (rf"(?:four|4)\s*(?:times|x){_A_PERIOD}", "qid", "q\\.i\\.d\\."),
     },
     {"minimum": ("minimum", "at least", "lowest"), "maximum": ("maximum", "at most", "highest")},

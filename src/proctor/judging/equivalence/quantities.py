@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from proctor.judging.equivalence.codes import mask_codes, written_out
 from proctor.judging.equivalence.numbers import (
     FRACTIONS,
     NOT_A_QUANTITY,
@@ -19,7 +20,6 @@ from proctor.judging.equivalence.numbers import (
     stated_numbers,
 )
 from proctor.judging.equivalence.units import DEFAULT_TOLERANCE, table
-from proctor.judging.equivalence.codes import mask_codes, written_out
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ _MOLAR = re.compile(r"(?<=\d)(\s*)([nµμpm]?)M\b")
 
 def unit_text(text: str) -> str:
     """Lower case, codes blanked (versions, ISO dates, variants: `codes`), "4k" and "75 × 10⁹" as digits,
-    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "per cent" as "percent", "twenty-five" as "25", multi-word
-    units as one token, number-unit hyphens as spaces."""
+    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "per cent" as "percent", "twenty-five"
+    as "25", multi-word units as one token, number-unit hyphens as spaces."""
     units = table()
     t = _MOLAR.sub(lambda m: f"{m[1]}{m[2]}mol/l", written_out(mask_codes(text)))
     t = t.lower().replace("per cent", "percent")
