@@ -22,8 +22,9 @@ prints the markdown table of bench/README.md. From the repository root:
     .venv/bin/python bench/rule_precision.py
     .venv/bin/python bench/rule_precision.py --exclude biomedical   # leave a held-out set unseen
 
-`--exclude NAME` (repeatable) leaves out every set whose file name contains NAME: its items are never
-read, so a set kept for a later measurement stays unseen.
+`--exclude NAME` (repeatable) leaves out the set named NAME (`judge_labels_NAME.jsonl`; "biomedical" is
+that set alone, not `biomedical2_dev`): its items are never read, so a set kept for a later measurement
+stays unseen.
 """
 
 from __future__ import annotations
@@ -153,19 +154,24 @@ def show(rows: list[dict[str, Any]]) -> None:
     print()
 
 
+def set_name(path: Path) -> str:
+    """A label set's name: "dev" for judge_labels.jsonl, NAME for judge_labels_NAME.jsonl."""
+    return "dev" if path.stem == "judge_labels" else path.stem.removeprefix("judge_labels_")
+
+
 def label_sets(exclude: list[str]) -> list[Path]:
-    """The label sets, without those whose file name contains one of `exclude` (never opened)."""
-    return [
-        p
-        for p in sorted((HERE / "data").glob("judge_labels*.jsonl"))
-        if not any(x in p.name for x in exclude)
-    ]
+    """The label sets, without those named in `exclude` (exact names, never opened)."""
+    return [p for p in sorted((HERE / "data").glob("judge_labels*.jsonl")) if set_name(p) not in exclude]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--exclude", action="append", default=[], metavar="NAME", help="leave out sets whose name has NAME"
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out the set judge_labels_NAME.jsonl",
     )
     args = parser.parse_args()
     sets = label_sets(args.exclude)

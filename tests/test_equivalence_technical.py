@@ -255,3 +255,139 @@ def test_the_new_guards_are_registered_with_their_docstrings() -> None:
         guard = GUARDS["en"][names.index(name)]
         assert guard.reads_question and not guard.needs_question
         assert name in guard.doc and "sure" in guard.doc
+
+
+# --- unit symbols, abbreviations, dates and codes, rate and dose contrasts (the second blind sets) ----
+
+
+@pytest.mark.parametrize(
+    ("text", "not_an_identifier"),
+    [("512 KiB", "KiB"), ("2 g/dL", "dL"), ("8 vCPU", "vCPU"), ("0.38 nM", "nM"), ("16 GiB of RAM", "GiB")],
+)
+def test_unit_symbols_are_never_identifiers(text: str, not_an_identifier: str) -> None:
+    assert not_an_identifier not in identifiers(text)
+    assert "maxMemory" in identifiers("set maxMemory to 8")  # a code after a word is still one
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "question"),
+    [
+        ("65536 bytes", "65,536 bytes (64 KiB)", "What is the default buffer size in bytes?"),
+        ("At least 4 vCPUs.", "4 vCPU", "How many vCPUs does a worker need?"),
+        ("30 g/L", "3 g/dL", "What is the threshold?"),
+    ],
+)
+def test_a_quantity_in_other_units_is_not_vetoed_for_a_unit_symbol(
+    answer: str, reference: str, question: str
+) -> None:
+    assert _veto(answer, reference, question) is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference"),
+    [
+        ("the activated partial thromboplastin time", "aPTT"),
+        ("Cytochrome P450 2D6", "CYP2D6"),
+        ("human epidermal growth factor receptor 2", "HER2"),
+    ],
+)
+def test_an_abbreviation_written_out_is_not_vetoed(answer: str, reference: str) -> None:
+    q = "Which one is it?"
+    assert _veto(answer, reference, q) is None
+    assert _veto("prothrombin time", "aPTT", q) == "reference_identifier_missing"
+    assert _veto("Cytochrome P450 2C9", "CYP2D6", q) == "reference_identifier_missing"
+
+
+def test_the_last_segment_of_a_dotted_identifier_the_question_prefixes_is_enough() -> None:
+    q = "What is the default CompressionKind of a topic?"
+    assert _veto("LZ4_FRAME", "CompressionKind.LZ4_FRAME", q) is None
+    assert _veto("ZSTD_FAST", "CompressionKind.LZ4_FRAME", q) == "reference_identifier_missing"
+    assert _veto("LZ4_FRAME", "CompressionKind.LZ4_FRAME", "What is the default?") is not None
+
+
+def test_an_iso_date_is_a_date() -> None:
+    q = "When does support end?"
+    assert _method("31 March 2027", "2027-03-31", q) == "same_date"
+    assert _veto("31 March 2027", "2027-03-31", q) is None
+    assert _veto("30 April 2027", "2027-03-31", q) == "reference_quantity_missing"
+    assert quantities("2027-03-31") == []
+
+
+def test_digits_of_a_variant_or_allele_are_no_numbers() -> None:
+    q = "Which variant lowers clearance?"
+    assert _veto("CYP2C9*3", "CYP2C9 c.1075A>C (CYP2C9*3)", q) is None
+    assert quantities("c.1075A>C") == []
+
+
+def test_a_power_of_ten_is_its_value_or_the_guard_abstains() -> None:
+    q = "Below what count is treatment withheld?"
+    assert [x.value for x in quantities("150 × 10⁹/L")] == [150e9]
+    assert [x.value for x in quantities("1.2 x 10^9")] == [1.2e9]
+    assert _veto("150,000 per µL", "150 × 10⁹/L", q) is None  # a conversion the guard does not read
+    assert _veto("100 × 10⁹/L", "150 × 10⁹/L", q) == "reference_quantity_missing"
+
+
+def test_k_and_m_glued_to_digits_are_thousands_and_millions() -> None:
+    q = "What is the default request limit?"
+    assert [x.value for x in quantities("12k req/s")] == [12000.0]
+    assert [x.value for x in quantities("2.5M rows")] == [2_500_000.0]
+    assert _veto("12k req/s", "12,000 requests per second", q) is None
+    assert [x.unit for x in quantities("5m")] == ["m"]  # lower-case m stays metres (or minutes)
+
+
+def test_code_in_a_question_does_not_ask_for_a_name() -> None:
+    answer, reference = (
+        "A dry run: it lists the topics it would remove.",
+        "Only reports what would be deleted",
+    )
+    assert _veto(answer, reference, "What does `tool topic delete <name>` do without --confirm?") is None
+    assert _veto(answer, reference, "What does tool topic delete --name do without --confirm?") is None
+    assert _veto(answer, reference, "What is the name of the deletion mode?") == "reference_name_missing"
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference"),
+    [
+        ("2,500 requests per minute", "2,500 requests per second"),
+        ("2,500 req/min", "2,500 requests per second"),
+        ("50 tokens per hour", "50 tokens per minute"),
+        ("20 mg twice daily", "20 mg orally once daily"),
+        ("5 mg/kg once daily", "5 mg/kg orally three times daily"),
+        ("20 mg b.i.d.", "20 mg once daily"),
+    ],
+)
+def test_rate_denominators_and_dose_frequencies_are_contrasts(answer: str, reference: str) -> None:
+    assert _method(answer, reference) is None
+    assert _veto(answer, reference) == "reference_qualifier_contradicted"
+
+
+def test_the_same_rate_or_frequency_written_otherwise_passes() -> None:
+    assert _veto("2.5k req/s", "2,500 requests per second") is None
+    assert _veto("20 mg twice a day", "20 mg twice daily") is None
+    assert _veto("20 mg 2 times a day", "20 mg twice daily") is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "credited"),
+    [
+        ("0.25 µg/mL", "250 ng/mL", True),
+        ("250 µg/mL", "250 ng/mL", False),
+        ("15 g/L", "1.5 g/dL", True),
+        ("250 pM", "0.25 nM", True),
+        ("0.25 µM", "0.25 nM", False),
+        ("5.5 mmol/L", "5.5 mM", True),
+    ],
+)
+def test_ratio_units_convert_part_by_part(answer: str, reference: str, credited: bool) -> None:
+    assert (_method(answer, reference) == "numeric_equivalent") is credited
+    if not credited:
+        assert _veto(answer, reference) == "reference_quantity_missing"
+
+
+def test_a_bare_count_beside_measured_detail_is_credited() -> None:
+    q = "After how many failed probes is a node removed?"
+    assert (
+        _method("Four failed probes, that is 20 s at the default interval.", "4", q) == "numeric_equivalent"
+    )
+    assert _method("Five failed probes, that is 20 s.", "4", q) is None
+    assert _method("4 probes or 5 retries", "4", q) is None

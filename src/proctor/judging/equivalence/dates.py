@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from proctor.judging.equivalence.codes import ISO_DATE
 from proctor.judging.equivalence.numbers import NUMBER_WORDS
 
 _MONTH_NAMES = "january february march april may june july august september october november december"
@@ -23,8 +24,13 @@ def ratio(reference: str) -> list[float] | None:
 
 
 def dates(text: str) -> list[tuple[int, int, int]]:
-    """(year, month, day) of each date a text writes with a month name, day first or month first."""
-    out = []
+    """(year, month, day) of each date a text writes with a month name, day first or month first, or as
+    an ISO date ("2025-06-30")."""
+    out = [
+        (int(m["y"]), int(m["m"]), int(m["d"]))
+        for m in ISO_DATE.finditer(text)
+        if 1 <= int(m["m"]) <= 12 and 1 <= int(m["d"]) <= 31
+    ]
     for d, mon, y in _DATE_DMY.findall(text):
         if mon.lower() in _MONTHS:
             out.append((int(y), _MONTHS[mon.lower()], int(d)))

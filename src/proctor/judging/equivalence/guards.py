@@ -6,16 +6,20 @@ from __future__ import annotations
 import re
 
 from proctor.judging.equivalence.base import RuleDecision
-from proctor.judging.equivalence.dates import clock_times
+from proctor.judging.equivalence.codes import has_power_of_ten
+from proctor.judging.equivalence.dates import clock_times, dates
+from proctor.judging.equivalence.identifiers import dotted_tail, expanded, identifiers
 from proctor.judging.equivalence.numbers import number_mentions, stated_numbers
 from proctor.judging.equivalence.quantities import (
     RANGE,
     WRITTEN_RANGE,
+    Quantity,
     all_numbers,
     answer_dimensions,
     minutes_if_time,
     plain_quantities,
     quantities,
+    ratio_unit,
     same,
 )
 from proctor.judging.equivalence.terms import (
@@ -61,6 +65,15 @@ _MAX_NAME_WORDS = 4  # a reference this short, asked for by name, is the name it
 _PREPOSITIONS = frozenset({"until", "till", "after", "before", "since", "during", "within", "through"})
 
 
+# Code in a question: a placeholder ("<name>"), a backticked span, a flag ("--name").
+_CODE_IN_QUESTION = re.compile(r"<[^<>\n]*>|`[^`\n]*`|(?<![\w-])--?[A-Za-z][\w-]*")
+
+
+def _prose(question: str) -> str:
+    """The question without its code: "name" in "purge <name>" or "--name" asks for no name."""
+    return _CODE_IN_QUESTION.sub(" ", question)
+
+
 def alternatives_listed(answer: str, reference: str) -> RuleDecision | None:
     """`alternatives_listed`: sure when the answer offers alternatives ("Dunmere, Orrinsford or Kettle
     Point"), not negated, where the reference does not itself state a choice; or gives a range around the
@@ -85,14 +98,25 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     no number in any form (no digit, number word, fraction or span) or nothing of the reference's
     dimension, the reference names a year and the answer none or another, the answer states numbers in
     the reference's unit (or both without one) and none of them is the reference's quantity in any form, a
-    short several-number
-    reference loses one, or the right number comes in a currency the reference does not use ("€64" for
-    "64 skell"). Anything written otherwise (compound number words, other units, "half an hour") is left
-    to the LLM.
+    short several-number reference loses one, the right number comes in a currency the reference does not
+    use ("€64" for "64 skell"), or the reference writes a date and the answer another date. A date the
+    answer writes in another form ("30 June 2025" for "2025-06-30") is no missing number; a power of ten on
+    one side only ("75,000 per µL" for "75 × 10⁹/L") is left to the LLM, and so is anything written
+    otherwise (compound number words, other units, "half an hour").
 
-    Measured precision (`bench/rule_precision.py`, six label sets): 128/130 alone (0.98); 23/24 behind the LLM
-    (0.96).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 193/195 alone
+    (0.99); 23/24 behind the LLM (0.96).
     """
+    ref_dates, answer_dates = set(dates(reference)), set(dates(answer))
+    if ref_dates and answer_dates:
+        if ref_dates <= answer_dates:  # "30 June 2025" for "2025-06-30": the date is its numbers
+            return None
+        if not ref_dates & answer_dates:
+            return RuleDecision("reference_quantity_missing", "the answer gives another date")
+    # A power of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is a conversion the guard does
+    # not read: left to the LLM.
+    if has_power_of_ten(reference) != has_power_of_ten(answer):
+        return None
     # A number word capitalised inside the reference is part of a name ("the Moot of Forty"), not a
     # quantity the answer must state.
     wanted = {v for start, _, v in number_mentions(reference) if start == 0 or not reference[start].isupper()}
@@ -144,16 +168,22 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
 def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
     """The reference states one quantity in a unit that converts; the answer states quantities of its
     dimension and none of them is it ("2 GB" for "2 GiB", "300 ms" for "300s", "72 minutes" for "72
-    hours"), whatever their numbers. Not where either states a frequency ("three times a day" for "every
-    8 hours": "a day" is no span there)."""
+    hours", "410 µg/mL" for "410 ng/mL": a ratio unit whose parts convert), whatever their numbers.
+    Not where either states a frequency ("three times a day" for "every 8 hours": "a day" is no span
+    there)."""
     ref_q = quantities(reference)
-    convert = table().convert
+    convert: dict[str, tuple[str, float]] = dict(table().convert)
+    convert.update({q.unit: r for q in ref_q if q.unit and (r := ratio_unit(q.unit))})
     if len(ref_q) != 1 or ref_q[0].unit not in convert or _FREQUENCY.search(answer + " " + reference):
         return None
     wanted, dim = ref_q[0], convert[ref_q[0].unit or ""][0]
-    mine = [
-        q for q in quantities(answer) if convert.get(minutes_if_time(q, wanted).unit or "", ("",))[0] == dim
-    ]
+
+    def dimension(q: Quantity) -> str:
+        unit = minutes_if_time(q, wanted).unit or ""
+        found = convert.get(unit) or ratio_unit(unit)
+        return found[0] if found else ""
+
+    mine = [q for q in quantities(answer) if dimension(q) == dim]
     if not mine or any(same(q, wanted) for q in mine):
         return None
     said = ", ".join(f"{q.value:g} {q.written or q.unit}" for q in mine)
@@ -303,7 +333,7 @@ def name_missing(answer: str, reference: str, question: str) -> RuleDecision | N
 
     Measured precision (`bench/rule_precision.py`, six label sets): 3/3 alone.
     """
-    if not _ASKS_FOR_THE_NAME.search(question):
+    if not _ASKS_FOR_THE_NAME.search(_prose(question)):
         return None
     given = asked(question)
     name = names(reference, all_capitalised=True) - given
@@ -320,19 +350,23 @@ def other_name(answer: str, reference: str, question: str) -> RuleDecision | Non
     the reference's words beyond the question, and it names something the question and the reference do
     not ("The capital of Teskavar is Tashkent." for "Orrinsford"): a confident guess, however fluent. An
     answer that describes the referent without naming another ("the only research institute" for "the
-    Orrinsford Institute") is left to the LLM.
+    Orrinsford Institute") is left to the LLM, and so is an answer that writes the reference's identifier
+    out ("Cytochrome P450 3A4" for "CYP3A4") or its last dotted segment; unit symbols name nothing.
 
     Measured precision (`bench/rule_precision.py`, six label sets): 16/17 alone (0.94); 1/1 behind the LLM.
     """
+    if dotted_tail(answer, reference, question) or any(expanded(answer, i) for i in identifiers(reference)):
+        return None
     given = asked(question)
     ref_names = names(reference, all_capitalised=True) - given
-    if not ref_names and not _QUESTION_ASKS_NAME.search(question):
+    if not ref_names and not _QUESTION_ASKS_NAME.search(_prose(question)):
         return None
     wanted = (informative(reference) | ref_names) - informative(question) - given
     have = {stem(w) for w in content_words(answer)}
     if not wanted or wanted & have:
         return None
-    other = names(answer) - given - {stem(w) for w in content_words(reference)}
+    # A unit symbol ("GB", "KiB") names nothing.
+    other = names(answer) - given - {stem(w) for w in content_words(reference)} - set(table().aliases)
     if not other:
         return None
     said = [w for w in re.findall(r"[\w'’-]+", answer) if stem(w.lower()) in other]

@@ -35,9 +35,27 @@ _INNER = re.compile(r"\w[^\w\s]+\w")
 _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")
 
 
+# A number, then perhaps a unit and a slash, just before a token: the token is that quantity's unit
+# ("8 vCPU", "2 g/dL", "0.38 nM").
+_AFTER_NUMBER = re.compile(r"\d\s*(?:[µμ]?[A-Za-z]+\s*/\s*)?$")
+
+
+def is_unit(text: str, start: int, token: str) -> bool:
+    """A unit symbol is never an identifier: a token of the unit table ("KiB", "dL", any case), or one
+    that directly follows a number ("8 vCPU"), is a quantity's unit, not a code."""
+    from proctor.judging.equivalence.units import table
+
+    return token.lower() in table().aliases or _AFTER_NUMBER.search(text[:start]) is not None
+
+
 def identifiers(text: str) -> list[str]:
-    """The identifiers a text writes, in order, each once."""
-    found = [m[0].rstrip(".-") for m in _IDENTIFIER.finditer(text.translate(_SUBSCRIPTS))]
+    """The identifiers a text writes, in order, each once; unit symbols are none (`is_unit`)."""
+    t = text.translate(_SUBSCRIPTS)
+    found = [
+        m[0].rstrip(".-")
+        for m in _IDENTIFIER.finditer(t)
+        if m[0][0] in "-/~." or not is_unit(t, m.start(), m[0].rstrip(".-"))
+    ]
     found += _BACKTICKED.findall(text)
     if (m := _KEBAB.fullmatch(text)) is not None:
         found.append(m["id"])
@@ -55,6 +73,51 @@ def states_identifier(answer: str, identifier: str) -> bool:
     # A kebab-case word is also prose ("Steam-kettles."): its hyphens count, its case does not.
     flags = re.IGNORECASE if _KEBAB.fullmatch(identifier) else 0
     return re.search(pattern, answer.translate(_SUBSCRIPTS), flags) is not None
+
+
+_INITIALS_WORDS = re.compile(r"[A-Za-z][\w'-]*")
+
+
+def expanded(answer: str, identifier: str) -> bool:
+    """The answer writes an abbreviation out: an acronym of three or more letters, at least half of them
+    capitals ("aPTT"), as consecutive words
+    whose initials spell its letters ("activated partial thromboplastin time"), or a code of letters and
+    digits ("CYP3A4") as its part from the first digit on ("3A4"), written as a word, just after words
+    whose first begins with the code's first letter and which hold its other leading letters in order
+    ("Cytochrome P450 3A4", "human epidermal growth factor receptor 2" for "HER2")."""
+    if re.fullmatch(r"[A-Za-z]{3,}", identifier) and 2 * sum(c.isupper() for c in identifier) >= len(
+        identifier
+    ):
+        letters = identifier.lower()
+        initials = "".join(w[0].lower() for w in _INITIALS_WORDS.findall(answer))
+        # Initials of hyphenated parts count too ("activated partial thromboplastin-time").
+        parts = "".join(p[0].lower() for w in _INITIALS_WORDS.findall(answer) for p in w.split("-") if p)
+        return letters in initials or letters in parts
+    m = re.fullmatch(r"(?P<lead>[A-Za-z]+)(?P<rest>\d[A-Za-z0-9]*)", identifier)
+    if m is None:
+        return False
+    lead = m["lead"].lower()
+    for found in re.finditer(rf"(?<![\w-]){re.escape(m['rest'])}(?![\w-])", answer, re.IGNORECASE):
+        words = re.findall(r"[\w-]+", answer[: found.start()])[-6:]
+        for i in range(len(words)):
+            if words[i][0].lower() != lead[0]:
+                continue
+            it = iter("".join(words[i:]).lower())
+            if all(c in it for c in lead):
+                return True
+    return False
+
+
+def dotted_tail(answer: str, reference: str, question: str) -> bool:
+    """The reference is a dotted identifier whose prefix the question names, and the answer writes its
+    last segment ("AT_LEAST_ONCE" for "DeliveryMode.AT_LEAST_ONCE" asked about `DeliveryMode`)."""
+    m = re.fullmatch(r"\s*`?(?P<head>[\w.]+)\.(?P<tail>\w+)`?\s*\.?\s*", reference)
+    if m is None or not question:
+        return False
+    head_named = states_identifier(question, m["head"]) or states_identifier(
+        question, m["head"].split(".")[-1]
+    )
+    return head_named and states_identifier(answer, m["tail"])
 
 
 def tight_words(text: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from proctor.judging.equivalence.versions import mask_versions
+from proctor.judging.equivalence.codes import mask_codes, special_numbers
 
 NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -58,9 +58,10 @@ _WORD_NUMBER = re.compile(
 def number_mentions(text: str) -> list[tuple[int, int, float]]:
     """(start, end, value) of each number a text states as digits or as a number word (not "one", "a
     dozen" and the like, which are more often not a quantity). Version strings and the digits inside a
-    code ("CYP2C19") are not numbers."""
-    text = mask_versions(text)
-    out = [(m.start(), m.end(), float(m[0].replace(",", ""))) for m in re.finditer(GLUED_NUM, text)]
+    code ("CYP2C19"), an ISO date or a variant ("c.699G>A") are not numbers (`codes`); "75 × 10⁹" and
+    "4k" are their values."""
+    text, out = special_numbers(mask_codes(text))
+    out += [(m.start(), m.end(), float(m[0].replace(",", ""))) for m in re.finditer(GLUED_NUM, text)]
     out += [(m.start(), m.end(), float(NUMBER_WORDS[m[0].lower()])) for m in _WORD_NUMBER.finditer(text)]
     return sorted(out)
 

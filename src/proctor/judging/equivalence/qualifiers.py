@@ -1,5 +1,6 @@
 """Contrastive qualifiers: words of a closed set whose members exclude each other ("UDP" or "TCP",
-"intravenous" or "oral", "per day" or "per dose", "before" or "after"). A reference that names one
+"intravenous" or "oral", "per day" or "per dose", "per second" or "per minute", "once" or "twice" daily,
+"before" or "after"). A reference that names one
 member and an answer that names another of its set instead ("TCP 7420" for "UDP port 7420") state
 different facts however equal their numbers: `numeric_equivalent` does not credit such an answer and the
 guard `reference_qualifier_contradicted` vetoes it. An answer that names both members ("UDP, not TCP") is
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 
 # "per day", "each day", "every day", "once a day", "3 times a day", "/day" — not "in a day", "an hour".
 _EVERY = r"(?:per|each|every|(?:once|twice|thrice|times)\s+an?|/)"
+# A period after a count of doses ("twice daily", "3 times a day", "once per week").
+_A_PERIOD = r"(?=\s+(?:an?|per|each|every|daily|nightly|weekly|monthly|yearly|hourly)\b)"
 # Each contrast: member → its spellings (regular expressions, lower case, read as whole words).
 CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"tcp": ("tcp",), "udp": ("udp",)},
@@ -29,12 +32,24 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
         "inhaled": ("inhaled", "inhalation"),
     },
     {
-        "hourly": ("hourly", rf"{_EVERY}\s*hour"),
-        "daily": ("daily", rf"{_EVERY}\s*day", "nightly"),
+        # Rate denominators: "per second", "/s", "a minute" ("msg/s" is per second, not "/min").
+        "per second": (rf"{_EVERY}\s*second", r"/\s*s", r"/\s*sec"),
+        "per minute": (rf"{_EVERY}\s*minute", r"/\s*min"),
+        "hourly": ("hourly", rf"{_EVERY}\s*hour", r"/\s*h", r"/\s*hr"),
+        "daily": ("daily", rf"{_EVERY}\s*day", "nightly", r"/\s*d"),
         "weekly": ("weekly", rf"{_EVERY}\s*week"),
         "monthly": ("monthly", rf"{_EVERY}\s*month"),
         "yearly": ("yearly", "annually", rf"{_EVERY}\s*year"),
         "per dose": (r"per\s+dose", r"each\s+dose", r"a\s+dose"),
+    },
+    # How many doses in each period: "once daily" is not "twice daily" (the period is the set above).
+    {
+        "once": (rf"once{_A_PERIOD}", "one time(?:s)?" + _A_PERIOD, "qd", "q\\.d\\."),
+        "twice": (rf"twice{_A_PERIOD}", rf"(?:two|2)\s*(?:times|x){_A_PERIOD}", "bid", "b\\.i\\.d\\."),
+        "three times": (
+            rf"(?:three|3)\s*(?:times|x){_A_PERIOD}", rf"thrice{_A_PERIOD}", "tid", "t\\.i\\.d\\."
+        ),
+        "four times": (rf"(?:four|4)\s*(?:times|x){_A_PERIOD}", "qid", "q\\.i\\.d\\."),
     },
     {"minimum": ("minimum", "at least", "lowest"), "maximum": ("maximum", "at most", "highest")},
     {"before": ("before", "prior to"), "after": ("after", "following")},
@@ -43,8 +58,12 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
      "decrease": ("decrease", "decreases", "decreased", "lowers", "lowered")},
 )  # fmt: skip
 
+# A spelling that opens with "/" may follow a word ("msg/s", "mg/day"); the others stand alone.
 _PATTERNS = tuple(
-    {member: re.compile(rf"(?<![\w-])(?:{'|'.join(ways)})(?![\w-])") for member, ways in contrast.items()}
+    {
+        member: re.compile(rf"(?:(?<![\w-])|(?=/))(?:{'|'.join(ways)})(?![\w-])")
+        for member, ways in contrast.items()
+    }
     for contrast in CONTRASTS
 )
 # A multiple before a frequency is part of it ("twice daily"): still the member "daily".

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from proctor.judging.equivalence.codes import mask_codes, written_out
 from proctor.judging.equivalence.numbers import (
     FRACTIONS,
     NOT_A_QUANTITY,
@@ -19,7 +20,6 @@ from proctor.judging.equivalence.numbers import (
     stated_numbers,
 )
 from proctor.judging.equivalence.units import DEFAULT_TOLERANCE, table
-from proctor.judging.equivalence.versions import mask_versions
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,17 @@ _IDIOMS = [
 ]
 
 
+# "0.38 nM", "5 mM": molar concentrations, read before lower case ("mm" is millimetres, "pm" p.m.).
+_MOLAR = re.compile(r"(?<=\d)(\s*)([nµμpm]?)M\b")
+
+
 def unit_text(text: str) -> str:
-    """Lower case, version strings blanked, "per cent" as "percent", "twenty-five" as "25", multi-word
-    units as one token, number-unit hyphens as spaces."""
+    """Lower case, codes blanked (versions, ISO dates, variants: `codes`), "4k" and "75 × 10⁹" as digits,
+    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "per cent" as "percent", "twenty-five"
+    as "25", multi-word units as one token, number-unit hyphens as spaces."""
     units = table()
-    t = mask_versions(text).lower().replace("per cent", "percent")
+    t = _MOLAR.sub(lambda m: f"{m[1]}{m[2]}mol/l", written_out(mask_codes(text)))
+    t = t.lower().replace("per cent", "percent")
     t = units.hyphenated.sub(" ", compounds_as_digits(t))
     for pattern, unit in [*units.phrases, *_IDIOMS]:
         t = pattern.sub(unit, t)
@@ -215,6 +221,17 @@ def answer_dimensions(answer: str) -> set[str]:
     return found
 
 
+def ratio_unit(unit: str | None) -> tuple[str, float] | None:
+    """A ratio unit whose two parts convert ("ng/ml", "nmol/l") as ("mass/volume", its factor to the base
+    units), else None."""
+    num, _, den = (unit or "").partition("/")
+    convert = table().convert
+    if not den or num not in convert or den not in convert:
+        return None
+    (dim_n, f_n), (dim_d, f_d) = convert[num], convert[den]
+    return f"{dim_n}/{dim_d}", f_n / f_d
+
+
 def minutes_if_time(q: Quantity, other: Quantity) -> Quantity:
     """ "5m" is metres, except beside a time: then minutes, as in configuration files ("5m" for "300s")."""
     if (
@@ -235,6 +252,11 @@ def same(a: Quantity, b: Quantity) -> bool:
         if a.unit is None or b.unit is None:
             return abs(a.value - b.value) <= 1e-6 * max(1.0, abs(b.value))
         (num_a, _, den_a), (num_b, _, den_b) = a.unit.partition("/"), b.unit.partition("/")
+        if den_a != den_b and (ratio_a := ratio_unit(a.unit)) and (ratio_b := ratio_unit(b.unit)):
+            # "2 g/dL" = "20 g/L": numerator and denominator each convert within their dimension.
+            (dim_a, fa), (dim_b, fb) = ratio_a, ratio_b
+            x, y = a.value * fa, b.value * fb
+            return dim_a == dim_b and abs(x - y) <= CONVERSION_TOLERANCE * max(abs(x), abs(y))
         return den_a == den_b and bool(den_a) and same(Quantity(a.value, num_a), Quantity(b.value, num_b))
     if {a.unit, b.unit} == {"°c", "°f"}:
         # A converted temperature, rounded as the answer writes it ("about 2,590 °F" for 1,420 °C, which

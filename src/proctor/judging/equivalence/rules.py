@@ -19,6 +19,7 @@ from proctor.judging.equivalence.terms import (
     negated_anywhere,
     negated_in_clause,
 )
+from proctor.judging.equivalence.units import table
 from proctor.judging.equivalence.versions import without_v
 from proctor.judging.metrics import normalize_answer
 
@@ -120,7 +121,9 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     high"). Not when the answer negates, or lacks a listed part ("six rowers" for "six rowers and a
     steerer"), or names a qualifier that contrasts with the reference's ("TCP 7420" for "UDP port 7420"),
     or lacks one of its identifiers, or writes a decimal of the reference with other places ("2.10" for
-    "2.1": a version, perhaps). Version strings are no quantities (`versions`).
+    "2.1": a version, perhaps). Version strings are no quantities (`versions`). Against a bare count ("3"),
+    a quantity of a measured dimension beside the count is side detail ("Three missed heartbeats, which is
+    45 s"), not another number.
 
     Measured precision (`bench/rule_precision.py`, six label sets): 101/102 (0.99).
     """
@@ -128,7 +131,7 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     q_a = quantities(p.answer)
     plain = normalize_answer(NOT_NEGATIONS.sub(" ", p.answer))
     if p.kind == "quantity":
-        matches = bool(q_a) and all(same(q, q_r[0]) for q in q_a)
+        matches = bool(q_a) and all(same(q, q_r[0]) for q in _counts_if_count(q_a, q_r[0]))
     else:
         matches = len(q_a) == len(q_r) and all(same(x, y) for x, y in zip(q_a, q_r, strict=True))
     if (
@@ -142,6 +145,17 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
         shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r)
         return RuleDecision("numeric_equivalent", shown)
     return None
+
+
+def _counts_if_count(stated: list[Quantity], wanted: Quantity) -> list[Quantity]:
+    """Where the reference is a bare count ("3") and the answer states it without a unit, the answer's
+    quantities in a unit of a measured dimension are side detail, not other counts ("Three missed
+    heartbeats, which is 45 s at the default interval")."""
+    convert = table().convert
+    bare = [q for q in stated if q.unit is None]
+    if wanted.unit is not None or not bare or not all(same(q, wanted) for q in bare):
+        return stated
+    return [q for q in stated if q.unit is None or q.unit not in convert]
 
 
 def _decimal_written_otherwise(answer: str, reference: str) -> bool:

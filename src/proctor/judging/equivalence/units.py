@@ -64,7 +64,9 @@ UNITS: tuple[Unit, ...] = (
     Unit("ha", _plural("hectare"), ("ha",), "area", 1e4),
     Unit("acre", _plural("acre"), (), "area", 4046.8564224),
     Unit("l", _plural("litre", "liter"), ("l",), "volume", 1.0),
+    Unit("dl", _plural("decilitre", "deciliter"), ("dl",), "volume", 1e-1),
     Unit("ml", _plural("millilitre", "milliliter"), ("ml",), "volume", 1e-3),
+    Unit("µl", _plural("microlitre", "microliter"), ("µl", "μl", "ul"), "volume", 1e-6),
     # A plain "gallon" is no unit here: US and imperial gallons differ by a fifth.
     Unit("usgal", (), ("usgal",), "volume", 3.785411784, phrases=(r"\b(?:us|u\.s\.|american)\s+gallons?\b",)),
     Unit("impgal", (), ("impgal",), "volume", 4.54609, phrases=(r"\b(?:imperial|uk|british)\s+gallons?\b",)),
@@ -101,6 +103,12 @@ UNITS: tuple[Unit, ...] = (
     Unit("mib", _plural("mebibyte"), ("mib",), "data", 2.0**20),
     Unit("gib", _plural("gibibyte"), ("gib",), "data", 2.0**30),
     Unit("tib", _plural("tebibyte"), ("tib",), "data", 2.0**40),
+    # Amounts of substance; a molar concentration is read as one per litre ("0.38 nM" is "0.38 nmol/l").
+    Unit("mol", _plural("mole"), ("mol",), "amount", 1.0),
+    Unit("mmol", _plural("millimole"), ("mmol",), "amount", 1e-3),
+    Unit("µmol", _plural("micromole"), ("µmol", "μmol", "umol"), "amount", 1e-6),
+    Unit("nmol", _plural("nanomole"), ("nmol",), "amount", 1e-9),
+    Unit("pmol", _plural("picomole"), ("pmol",), "amount", 1e-12),
     Unit("%", ("percent", "percentage"), ("%",)),
     Unit("people", ("people", "persons", "inhabitants", "residents")),
 )  # fmt: skip
