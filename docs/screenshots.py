@@ -7,6 +7,10 @@ no network), serves them with `proctor view` and saves, at a 1280x800 viewport,
 * docs/viewer-transcript.png an item page's model calls: the candidate's and the judge's prompts and replies,
 * docs/viewer-agent.png     an agent's item page: its steps (thought, action, observation) and its calls.
 
+With `--exam-report RUN_DIR/report.html` (an exam run of the embedded models, e.g. `proctor demo`'s), it
+saves instead docs/exam-beyond-guessing.png: that report's pipeline table, with each pipeline's closed-book
+baseline on the same items and its chance-corrected gain.
+
 Needs Debian's Chromium and Playwright (`./install.sh` installs both). Run from the repository root:
 
     .venv/bin/python docs/screenshots.py [--out docs]
@@ -34,6 +38,7 @@ from proctor.viewer.server import free_port
 
 CHROMIUM = Path(os.environ.get("PROCTOR_CHROMIUM", "/usr/bin/chromium"))
 VIEWPORT = {"width": 1280, "height": 800}
+WIDE = {"width": 1480, "height": 900}  # an exam report's pipeline table
 SHOTS = (
     "viewer-runs.png",
     "viewer-items.png",
@@ -175,11 +180,7 @@ def build(base: Path) -> tuple[Path, str, str]:
 
 def shoot(url: str, run_a: str, agent_run: str, out: Path) -> None:
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = _browser(pw)
         try:
             page: Page = browser.new_page(viewport=VIEWPORT)
             page.goto(url + "/")
@@ -227,14 +228,59 @@ def shoot(url: str, run_a: str, agent_run: str, out: Path) -> None:
             browser.close()
 
 
+def _browser(pw: Any) -> Any:
+    return pw.chromium.launch(
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    )
+
+
+def shoot_exam_report(report: Path, out: Path) -> Path:
+    """The pipeline table of an exam report, with its beyond-guessing columns and the sentence under it."""
+    path = out / "exam-beyond-guessing.png"
+    with sync_playwright() as pw:
+        browser = _browser(pw)
+        try:
+            page: Page = browser.new_page(viewport=WIDE)
+            page.goto(report.resolve().as_uri())
+            table = page.locator("table", has=page.locator("th", has_text="beyond guessing")).first
+            if table.count() == 0:
+                sys.exit(f"{report}: no pipeline table with a 'beyond guessing' column (not an exam report?)")
+            box = table.bounding_box()
+            assert box is not None
+            after = table.locator("xpath=following-sibling::*[1]")
+            bottom = box["y"] + box["height"]
+            if after.count() and (b := after.bounding_box()) is not None:
+                bottom = b["y"] + b["height"]
+            page.screenshot(
+                path=str(path),
+                full_page=True,
+                clip={
+                    "x": 0,
+                    "y": max(0.0, box["y"] - 40),
+                    "width": WIDE["width"],
+                    "height": bottom - box["y"] + 56,
+                },
+            )
+        finally:
+            browser.close()
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent)
+    ap.add_argument("--exam-report", type=Path, default=None, help="an exam run's report.html to shoot")
     args = ap.parse_args()
     if not CHROMIUM.exists():
         sys.exit(
             f"Chromium not found at {CHROMIUM}: run ./install.sh (as root it installs Debian's chromium)"
         )
+    if args.exam_report is not None:
+        shot = shoot_exam_report(args.exam_report, args.out)
+        print(f"{shot}: {shot.stat().st_size / 1024:.0f} KB")
+        return
     with tempfile.TemporaryDirectory(prefix="proctor-shots-") as tmp:
         root, run_a, agent_run = build(Path(tmp))
         port = free_port()
