@@ -27,6 +27,7 @@ from proctor.protocols.rageval.taxonomy import (
     SIDE_CATEGORY,
     classify,
     classify_answer,
+    gold_in,
 )
 
 GOLD = "1862"
@@ -300,3 +301,14 @@ def test_a_rag_candidate_records_what_it_retrieved_and_a_closed_book_one_nothing
     assert rag.trace["contexts"] == [passage.text] and "contexts" not in closed.trace
     assert classify_answer(rag.text, GOLD, contexts=rag.trace["contexts"]).category == "EM"
     assert classify_answer(closed.text, GOLD, contexts=closed.trace.get("contexts", [])).category == "AM"
+
+
+def test_a_list_gold_is_seen_in_any_order_but_every_item_is_needed() -> None:
+    """A database tool lists a person's interests in its own order: the gold list was retrieved (EM, not
+    AM) when every item is in the scratchpad; one item missing is not seen."""
+    gold = "cliff erosion, dune morphology, glacier seismology"
+    pad = "Observation: interests: glacier seismology; dune morphology; cliff erosion"
+    assert gold_in(pad, gold)
+    assert not gold_in("Observation: interests: glacier seismology; dune morphology", gold)
+    assert not gold_in("Observation: erosion and seismology", gold)
+    assert gold_in("It was founded in 1862.", "1862") and not gold_in("It was founded in 18620.", "1862")

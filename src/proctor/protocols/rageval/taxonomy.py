@@ -76,9 +76,17 @@ NOTE = (
 
 
 def gold_in(scratchpad: str, gold: str) -> bool:
-    """The normalised gold answer occurs, as whole words, in the normalised scratchpad."""
+    """The normalised gold answer occurs, as whole words, in the normalised scratchpad. A gold answer that
+    is a comma-separated list (a database question's "cliff erosion, dune morphology, glacier seismology")
+    is seen when each item is, in any order: the tools list them in their own order."""
+    pad = f" {normalize_answer(scratchpad)} "
     g = normalize_answer(gold)
-    return bool(g) and f" {g} " in f" {normalize_answer(scratchpad)} "
+    if not g:
+        return False
+    if f" {g} " in pad:
+        return True
+    items = [normalize_answer(part) for part in gold.split(",")]
+    return len(items) > 1 and all(item and f" {item} " in pad for item in items)
 
 
 def classify(
