@@ -248,7 +248,9 @@ def test_a_name_where_an_id_is_expected_names_the_search_tool_that_gives_ids(db:
     msg = error(db, "getPaper", id="On Tides")
     assert "pass a paper's id, not a name. Call search_entity(name) first" in msg and "'x1'" in msg
     assert "(from search_entity)" in error(db, "getPaper", id="p1")
-    assert box.tools["getPersonPapers"].description.endswith("Pass a person's id from searchPerson, not a name.")
+    assert box.tools["getPersonPapers"].description.endswith(
+        "Pass a person's id from searchPerson, not a name."
+    )
     assert box.tools["getPaper"].description.endswith("Pass a paper id from search_entity, not a name.")
     assert "not a name" in box.tools["get_entity"].description
     assert "not a name" in box.tools["get_related"].description
