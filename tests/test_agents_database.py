@@ -244,7 +244,8 @@ def test_a_name_where_an_id_is_expected_names_the_search_tool_that_gives_ids(db:
     # and show an id of the wanted type; the descriptions say it before the first call.
     msg = error(db, "getPersonPapers", id="Ada Verrane")
     assert "no entity has the id 'Ada Verrane': pass an id, not a name" in msg
-    assert "Call search_entity(name) first" in msg
+    assert "Call searchPerson(name) first" in msg and "'p1'" in msg  # the alias starts from a person
+    assert "Call search_entity(name) first" in error(db, "get_related", id="Ada", relation="member_of")
     msg = error(db, "getPaper", id="On Tides")
     assert "pass a paper's id, not a name. Call search_entity(name) first" in msg and "'x1'" in msg
     assert "(from search_entity)" in error(db, "getPaper", id="p1")

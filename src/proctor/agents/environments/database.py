@@ -513,18 +513,21 @@ class DatabaseEnvironment:
                 return name
         return "search_entity"
 
-    def _get(self, id_: str, want_type: str | None = None) -> Row:
+    def _get(self, id_: str, want_type: str | None = None, usual_type: str | None = None) -> Row:
+        """The entity with this id (of `want_type` when given); else a refusal naming the search tool that
+        gives ids — of `want_type`, or of `usual_type` (the type a relation alias usually starts from)."""
         key = id_.strip().strip("\"'`")
         row = self.entity(key)
         if row is None:  # ids are case-sensitive, but a model's casing slip should not cost a step
             folded = [i for i in self._type_of if i.casefold() == key.casefold()]
             row = self.entity(folded[0]) if len(folded) == 1 else None
         if row is None:
-            example = next((i for i, t, _, _ in self._names if want_type in (None, t)), "none")
+            of = want_type or usual_type
+            example = next((i for i, t, _, _ in self._names if of in (None, t)), "none")
             what = f"a {want_type}'s id" if want_type else "an id"
             raise QueryError(
                 f"no entity has the id '{id_}': pass {what}, not a name. Call "
-                f"{self.id_source(want_type)}(name) first; each of its results has an 'id' "
+                f"{self.id_source(of)}(name) first; each of its results has an 'id' "
                 f"(for example '{example}')."
             )
         if want_type is not None and row.type != want_type:
@@ -632,12 +635,13 @@ class DatabaseEnvironment:
         elif spec.tool == "get_related":
             assert spec.relation is not None
             rel, fields = spec.relation, tuple(spec.fields)
+            from_type = self._relations[rel].from_
 
             def related(id: str) -> list[dict[str, Any]]:
                 """Args:
                 id: an entity id
                 """
-                return self._related_json(self._get(id), rel, fields)
+                return self._related_json(self._get(id, usual_type=from_type), rel, fields)
 
             r = self._relations[rel]
             doc = f"The {r.to} entities linked by '{rel}' to a {r.from_} (or the reverse), with ids."
