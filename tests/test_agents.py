@@ -114,7 +114,7 @@ def test_document_environment_search_and_lookup() -> None:
     env = DocumentEnvironment(CHUNKS)
     box = env.session()
 
-    async def go() -> list[str]:
+    async def go() -> list[Any]:
         out = []
         for name, args in [
             ("Lookup", {"keyword": "fire"}),
@@ -124,17 +124,37 @@ def test_document_environment_search_and_lookup() -> None:
             ("Lookup", {"keyword": "19"}),
             ("Search", {"entity": "ferries"}),
             ("Search", {"entity": "Sellin"}),
+            ("Search", {"entity": "the Sellin Line company"}),  # the entity holds a title, with qualifiers
+            ("Lookup", {"keyword": "helicopter"}),
+            # a title held by a much longer entity (under half its words) is not taken for it
+            ("Search", {"entity": "old glass boats of the Sellin Line company"}),
         ]:
-            out.append((await box.call(name, args)).observation)
+            out.append(await box.call(name, args))
         return out
 
-    first, found, r1, r2, r3, similar, partial = asyncio.run(go())
-    assert first == "No current document: use Search[entity] first."
-    assert found == "Tidal glass is dark green."  # the heading is not a passage
-    assert r1 == "(Result 1 / 2) In 1902 a fire destroyed the furnace hall."
-    assert r2 == "(Result 2 / 2) The hall reopened in 1904." and r3 == "No more results."
-    assert similar == "Could not find [ferries]. Similar: ['Sellin Line']"
-    assert partial == "The Sellin Line runs ferries to Port Selwick."
+    first, found, r1, r2, r3, similar, partial, held, absent, loose = asyncio.run(go())
+    # Calls that give no information are refused: the model reads the hint, but it is an error, not a
+    # result (a PAL program gets an exception; the scratchpad never holds it).
+    assert first.observation == (
+        "No current document: Search for an entity first; Lookup reads in the document found."
+    )
+    assert first.error == "refused: " + first.observation and first.result is None
+    assert (
+        found.observation == "Tidal glass is dark green." and found.error is None
+    )  # the heading is no passage
+    assert r1.observation == "(Result 1 / 2) In 1902 a fire destroyed the furnace hall."
+    assert r2.observation == "(Result 2 / 2) The hall reopened in 1904."
+    assert r3.observation == "No more results." and r3.error == "refused: No more results."
+    assert (
+        similar.observation
+        == "Could not find [ferries]. Similar: ['Sellin Line']. Search one of these titles."
+    )
+    assert similar.error and similar.error.startswith("refused: ") and similar.result is None
+    assert partial.observation == "The Sellin Line runs ferries to Port Selwick."
+    assert held.observation == "The Sellin Line runs ferries to Port Selwick."
+    assert absent.observation == "No passage of [Sellin Line] contains [helicopter]." and absent.error
+    assert loose.error and loose.observation.startswith("Could not find [old glass boats")
+    assert asyncio.run(box.call("Search", {"entity": "a line of glass boats"})).error is not None
     # A new session starts without a current document.
     assert asyncio.run(env.session().call("Lookup", {"keyword": "fire"})).observation.startswith("No current")
 
@@ -223,6 +243,37 @@ def test_react_loop_and_guards() -> None:
     assert t.stop == "max_steps" and len(t.steps) == 4
     t = _run(_scripted("react-wander"), Limits(max_context_tokens=256))
     assert t.stop == "context_limit"
+
+
+def test_react_a_repeated_call_is_answered_with_a_note_before_the_loop_stop() -> None:
+    from proctor.agents.workflows.base import REPEAT_NOTE
+
+    # Search, Lookup, then the same Search again (its result is above): the model is told so instead of
+    # being shown the page again, and can move on.
+    SCRIPTS["react-repeat"] = [
+        "Action: Search[Tidal glass]",
+        "Action: Lookup[made]",
+        "Action: Search[Tidal glass]",
+        "Action: Finish[1862]",
+    ]
+    SEEN.clear()
+    t = _run(_scripted("react-repeat"))
+    assert [s.action for s in t.steps] == ["Search", "Lookup", "Search", "Finish"] and t.answer == "1862"
+    assert t.steps[2].observation == REPEAT_NOTE and t.steps[2].note and t.steps[2].error is None
+    assert t.steps[2].tool_calls[0].result == "Tidal glass is dark green."  # the call ran (tool state)
+    assert SEEN[3].count("Tidal glass is dark green.") == 1 and REPEAT_NOTE in SEEN[3]
+    # Still the same call with the same result three times in a row: the loop stop, as before.
+    SCRIPTS["react-loop2"] = ["Action: Search[Sellin]"]
+    t = _run(_scripted("react-loop2"))
+    assert t.stop == "loop" and [s.observation == REPEAT_NOTE for s in t.steps] == [False, True, True]
+    # Lookup repeated for its next result is no repeat: each call gives a new passage.
+    SCRIPTS["react-pages"] = ["Action: Search[Tidal glass]"] + ["Action: Lookup[19]"] * 3
+    t = _run(_scripted("react-pages"), Limits(max_steps=4))
+    assert t.stop == "max_steps" and [s.observation for s in t.steps[1:3]] == [
+        "(Result 1 / 2) In 1902 a fire destroyed the furnace hall.",
+        "(Result 2 / 2) The hall reopened in 1904.",
+    ]
+    assert t.steps[3].observation == "No more results." and t.steps[3].error == "refused: No more results."
 
 
 # --- candidate kinds in the qa protocol ---------------------------------------------------------------------
@@ -392,6 +443,47 @@ def test_dfsdt_visit_order_backtracking_and_give_up() -> None:
     assert t.interruption is None  # an exhausted tree is a search that ran to its end
 
 
+def dfsdt_stuck_script(messages: list[dict[str, Any]], params: Any) -> str:
+    text = messages[-1]["content"]
+    if "Similar: ['Sellin Line']" in text.split("already tried", 1)[-1] and "already tried" in text:
+        return "Action: Search[Sellin Line]"  # the tried sibling's observation named the title
+    if "Observation:" not in text:
+        return "Action: Search[ferries]"  # not a title: refused, with similar titles
+    if "Observation: The Sellin Line" in text and text.count("Observation:") == 1:
+        return "Action: Lookup[Sellin]"
+    if text.count("Observation:") == 2 and "already tried" not in text:
+        return "Action: Lookup[Sellin]"  # no more results: refused
+    if "already tried" in text and text.count("Observation:") == 2:
+        return "Action: Finish[Port Selwick]"
+    return "Action: Search[Sellin Line]"  # the same call as its path's first: a repeat
+
+
+register_script("dfsdt-stuck", dfsdt_stuck_script)
+
+
+def test_dfsdt_does_not_expand_refused_or_repeated_calls() -> None:
+    """A refused call (no such document, no more results) and a call repeating one of its path's with the
+    same result are dead ends: the search moves to a sibling instead of deepening them (before, a run
+    spent its budget on 12 levels of the same refused Lookup), and the sibling sees what was tried."""
+    from proctor.agents.workflows.base import REPEAT_NOTE
+    from proctor.agents.workflows.dfsdt import dfsdt
+
+    cfg = AgentConfig(workflow="dfsdt", dfsdt_width=2, dfsdt_depth=12, dfsdt_queries=12)
+    box = DocumentEnvironment(CHUNKS).session()
+    t = asyncio.run(dfsdt(get_model("scripted/dfsdt-stuck"), box, "Where do ferries go?", cfg))
+    assert [s.node for s in t.steps] == ["0.0", "0.1", "0.1.0", "0.1.0.0", "0.1.0.1"]
+    assert [s.action for s in t.steps] == ["Search", "Search", "Lookup", "Lookup", "Finish"]
+    assert t.steps[0].error and t.steps[0].error.startswith("refused: Could not find [ferries]")
+    assert t.steps[3].error == "refused: No more results."
+    assert t.stop == "finished" and t.answer == "Port Selwick"
+    # A repeat of the path's own call is told so and not expanded.
+    SCRIPTS["dfsdt-repeat"] = ["Action: Search[Sellin Line]"]
+    t = asyncio.run(dfsdt(_scripted("dfsdt-repeat"), DocumentEnvironment(CHUNKS).session(), "q?", cfg))
+    assert [s.node for s in t.steps] == ["0.0", "0.0.0", "0.0.1", "0.1", "0.1.0", "0.1.1"]
+    assert [s.observation == REPEAT_NOTE for s in t.steps] == [False, True, True, False, True, True]
+    assert t.stop == "gave_up"
+
+
 # --- a crash mid-trajectory, then resume -------------------------------------------------------------------
 
 AGENT_CALLS: dict[str, int] = {"n": 0, "crash_after": -1, "crashed": 0}
@@ -460,6 +552,8 @@ qa: {num_questions: 1, judges: []}
         t = next(r for r in rows if r.get("kind") == "answer")["trace"]["trajectory"]
         for s in t["steps"]:
             s.pop("latency_s"), s.pop("cached")
+            for c in s["tool_calls"]:  # timings differ between runs; the calls themselves may not
+                c.pop("latency_s")
         return dict(t)
 
     got, want = trajectory(resumed.run_dir), trajectory(ref.run_dir)
@@ -508,6 +602,77 @@ def test_pal_program_runs_in_the_sandbox_and_is_corrected_after_an_error() -> No
     enforced = t.settings["sandbox_enforced"]  # every limit says how this machine enforced it
     assert set(enforced) == {"memory", "disk", "processes", "cpu", "wall"} and all(enforced.values())
     assert "(Result 1 / 1) It was first made in 1862." in t.scratchpad
+
+
+PAL_SCRIPTS: dict[str, list[str]] = {}
+PAL_SEEN: list[str] = []
+
+
+def _pal_scripted(name: str) -> Any:
+    def fn(messages: list[dict[str, Any]], params: Any) -> str:
+        text = messages[-1]["content"]
+        PAL_SEEN.append(text)
+        replies = PAL_SCRIPTS[name]
+        return replies[min(text.count("Your earlier program:"), len(replies) - 1)]
+
+    register_script(name, fn)
+    return get_model(f"scripted/{name}")
+
+
+def _pal(model: Any) -> Any:
+    from proctor.agents.workflows.pal import pal
+
+    box = DocumentEnvironment(CHUNKS).session()
+    return asyncio.run(pal(model, box, "When was tidal glass first made?", AgentConfig(workflow="pal")))
+
+
+def test_pal_a_refused_call_fails_the_program_instead_of_becoming_its_answer() -> None:
+    from proctor.agents.sandbox import probe_tier
+
+    if probe_tier().tier == "none":
+        pytest.skip("no sandbox on this machine")
+    # Lookup before any Search: the environment's hint was the program's answer; now the call raises in
+    # the program, and the next program is shown why.
+    PAL_SCRIPTS["pal-lookup-first"] = [
+        "```python\nanswer = Lookup(keyword='made')\n```",
+        "```python\nSearch(entity='Tidal glass')\nhit = Lookup(keyword='made')\n"
+        "answer = hit.split()[-1].strip('.')\n```",
+    ]
+    PAL_SEEN.clear()
+    t = _pal(_pal_scripted("pal-lookup-first"))
+    assert t.stop == "finished" and t.answer == "1862" and len(t.steps) == 2
+    first = t.steps[0]
+    assert first.error and first.error.startswith("program_error: ToolError: refused: No current document")
+    assert first.tool_calls[0].error and first.tool_calls[0].result is None
+    assert "It failed: program_error: ToolError: refused: No current document" in PAL_SEEN[1]
+    assert "No current document" not in t.scratchpad
+
+
+def test_pal_a_program_that_calls_no_tool_is_reasked_once() -> None:
+    from proctor.agents.sandbox import probe_tier
+    from proctor.agents.workflows.pal import NO_TOOL_CALL
+
+    if probe_tier().tier == "none":
+        pytest.skip("no sandbox on this machine")
+    look_up = (
+        "```python\nSearch(entity='Tidal glass')\nanswer = Lookup(keyword='made').split()[-1].strip('.')\n```"
+    )
+    PAL_SCRIPTS["pal-memory-then-tools"] = ["```python\nanswer = '1900'\n```", look_up]
+    PAL_SEEN.clear()
+    t = _pal(_pal_scripted("pal-memory-then-tools"))
+    assert t.stop == "finished" and t.answer == "1862" and len(t.steps) == 2
+    assert t.steps[0].error is None and t.steps[0].note and "re-asked once" in t.steps[0].note
+    assert t.settings["reasked_without_tools"] == 1 and NO_TOOL_CALL in PAL_SEEN[1]
+    assert t.interruption is None
+    # Bounded: a second program without a tool call is the answer (AM or RE is then the taxonomy's call).
+    PAL_SCRIPTS["pal-memory"] = ["```python\nanswer = '1900'\n```"]
+    t = _pal(_pal_scripted("pal-memory"))
+    assert t.stop == "finished" and t.answer == "1900" and len(t.steps) == 2
+    assert t.settings["reasked_without_tools"] == 1
+    # A program that looks the answer up on its first try is not re-asked.
+    PAL_SCRIPTS["pal-direct"] = [look_up]
+    t = _pal(_pal_scripted("pal-direct"))
+    assert len(t.steps) == 1 and t.answer == "1862" and "reasked_without_tools" not in t.settings
 
 
 def test_pal_programs_get_json_as_values_positional_arguments_and_may_not_fake_tools() -> None:

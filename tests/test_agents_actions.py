@@ -149,7 +149,7 @@ def dfsdt_json(messages: list[Message], params: GenerationParams) -> str:
     if "already tried" in user:  # back at the root after the give-up: a different action
         return json.dumps({"thought": "t", "action": "Finish", "arguments": {"answer": "1862"}})
     if user.count("Observation") < 2:
-        entity = ["Nowhere", "Elsewhere"][user.count("Observation")]
+        entity = ["Tidal glass", "Sellin Line"][user.count("Observation")]  # found: expanded
         return json.dumps({"thought": "t", "action": "Search", "arguments": {"entity": entity}})
     return json.dumps({"thought": "hopeless", "action": "GiveUp", "arguments": {}})
 

@@ -85,7 +85,9 @@ def result(db: DatabaseEnvironment, tool_name: str, /, **args: Any) -> Any:
 def error(db: DatabaseEnvironment, tool_name: str, /, **args: Any) -> str:
     c = call(db, tool_name, **args)
     assert c.error is not None and c.result is None, c
-    assert c.observation.startswith("Error: tool_exception: QueryError: ")
+    # A request the database cannot answer as asked is the caller's mistake: a refused call (the model
+    # reads the message itself), never a tool fault.
+    assert c.error.startswith("refused: ") and c.observation == c.error.removeprefix("refused: ")
     return c.error
 
 
@@ -234,6 +236,26 @@ def test_aliases_fix_type_relation_fields_and_include(db: DatabaseEnvironment) -
     assert set(box.tools) == {
         "search_entity", "get_entity", "get_related", "searchPerson", "getPersonPapers", "getPaper", "sql"
     }  # fmt: skip
+
+
+def test_a_name_where_an_id_is_expected_names_the_search_tool_that_gives_ids(db: DatabaseEnvironment) -> None:
+    box = Toolbox(db.tools())
+    # The errors say which call gives the id (the schema's search alias for the type, else search_entity)
+    # and show an id of the wanted type; the descriptions say it before the first call.
+    msg = error(db, "getPersonPapers", id="Ada Verrane")
+    assert "no entity has the id 'Ada Verrane': pass an id, not a name" in msg
+    assert "Call searchPerson(name) first" in msg and "'p1'" in msg  # the alias starts from a person
+    assert "Call search_entity(name) first" in error(db, "get_related", id="Ada", relation="member_of")
+    msg = error(db, "getPaper", id="On Tides")
+    assert "pass a paper's id, not a name. Call search_entity(name) first" in msg and "'x1'" in msg
+    assert "(from search_entity)" in error(db, "getPaper", id="p1")
+    assert box.tools["getPersonPapers"].description.endswith(
+        "Pass a person's id from searchPerson, not a name."
+    )
+    assert box.tools["getPaper"].description.endswith("Pass a paper id from search_entity, not a name.")
+    assert "not a name" in box.tools["get_entity"].description
+    assert "not a name" in box.tools["get_related"].description
+    assert db.id_source("person") == "searchPerson" and db.id_source("paper") == "search_entity"
 
 
 # --- the SQL tool --------------------------------------------------------------------------------------

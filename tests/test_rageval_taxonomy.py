@@ -175,6 +175,22 @@ def test_pal_programs_misusing_the_tools() -> None:
     assert nothing.interruption is not None and nothing.interruption.reason == "unparseable_action"
 
 
+def test_a_refused_call_is_improper_use_and_its_hint_is_not_retrieved() -> None:
+    """A call the tool refused (`ToolRefusal`: nothing found, Lookup before Search, a name for an id) is
+    the system's misuse (TE), not a tool fault (ME); its hint — even one naming the gold among "Similar"
+    titles — is not retrieved information."""
+    hint = "Could not find [glass]. Similar: ['1862 glass works']. Search one of these titles."
+    refused = call(None, f"refused: {hint}")
+    assert refused.observation == hint
+    t = traj("pal", "max_steps", [program(i, [refused], error=f"program_error: ToolError: {refused.error}")
+                                  for i in range(3)])  # fmt: skip
+    assert t.interruption is not None and t.interruption.reason == "invalid_call" and category(t) == "TE"
+    assert GOLD not in t.scratchpad
+    react = traj("react", "loop", [search(i, hint, refused.error) for i in range(3)])
+    assert react.interruption is not None and react.interruption.reason == "invalid_call"
+    assert category(react) == "TE" and react.scratchpad == ""
+
+
 # --- DFSDT ------------------------------------------------------------------------------------------------
 
 

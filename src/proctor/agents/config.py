@@ -24,7 +24,10 @@ class Limits(BaseModel):
         7000, ge=256, description="a prompt longer than this stops the trajectory (stop: context_limit)"
     )
     repeat_limit: int = Field(
-        3, ge=2, le=20, description="the same tool call this many times in a row stops it (stop: loop)"
+        3,
+        ge=2,
+        le=20,
+        description="the same tool call with the same result this many times in a row stops it (stop: loop)",
     )
     max_parse_errors: int = Field(
         3, ge=1, le=20, description="consecutive replies without a valid action before stopping (parse_error)"

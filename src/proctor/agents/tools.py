@@ -1,8 +1,9 @@
 """Tools an agent can call: typed Python functions whose JSON schema comes from their type hints and
 docstring. A call is validated against the schema; a bad call or an exception inside the tool becomes an
 observation the model reads ("invalid arguments: ...", with the expected form) — never a crash of the
-run. Results are truncated to a configurable size, and every call is recorded (name, arguments, result,
-latency, error).
+run. A tool tells a call it cannot serve as asked (the caller's mistake) from its own failure by raising
+`ToolRefusal`: the call then has an error (`refused: ...`), not a result. Results are truncated to a
+configurable size, and every call is recorded (name, arguments, result, latency, error).
 """
 
 from __future__ import annotations
@@ -18,6 +19,18 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 MAX_RESULT_CHARS = 2000
+REFUSED = "refused: "  # the error prefix of a call a tool refused (`ToolRefusal`)
+
+
+class ToolRefusal(Exception):
+    """Raised by a tool for a call it cannot serve as asked — the caller's mistake, not a fault of the tool:
+    Lookup before any Search, a name that matches no document, an id that does not exist. The message is
+    what the model reads, and says what to do instead (which tool gives what to pass).
+
+    Why a type and not a text: the call then has an error (`refused: <message>`) instead of a result, so a
+    PAL program sees a failed call (`ToolError`) rather than taking the hint as data (and as its answer),
+    the hint is never counted as retrieved information (the scratchpad), and the taxonomy reads it as an
+    improper use of the tool (model side), not as a tool fault."""
 
 
 class ToolCall(BaseModel):
@@ -26,13 +39,18 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any]
     result: str | None = None
-    error: str | None = None  # unknown_tool | invalid_arguments | tool_exception, with the message
+    # unknown_tool | invalid_arguments | refused (ToolRefusal: the caller's mistake) | tool_exception (the
+    # tool's own failure), with the message
+    error: str | None = None
     latency_s: float = 0.0
     truncated: bool = False
 
     @property
     def observation(self) -> str:
-        """What the model is shown."""
+        """What the model is shown: the result; a refusal's own message (written for the model, as R-Eval's
+        environments word it: "Could not find [x]. Similar: [...]"); else the error."""
+        if self.error is not None and self.error.startswith(REFUSED):
+            return self.error.removeprefix(REFUSED)
         return f"Error: {self.error}" if self.error is not None else (self.result or "")
 
 
@@ -160,6 +178,10 @@ class Toolbox:
                 out = await out
         except asyncio.CancelledError:
             raise
+        except ToolRefusal as e:  # the caller's mistake: an error the model reads, not a result
+            return ToolCall(
+                name=name, arguments=args, error=f"{REFUSED}{e}", latency_s=time.perf_counter() - start
+            )
         except Exception as e:  # a tool's own failure is the model's observation, not the run's crash
             return ToolCall(
                 name=name,

@@ -35,7 +35,7 @@ STOP_REASONS: tuple[str, ...] = StopReason.__args__  # type: ignore[attr-defined
 
 InterruptionReason = Literal[
     "tool_fault",  # a tool raised on a call that passed its schema (tool_exception)
-    "invalid_call",  # unknown tool or invalid arguments (incl. a PAL program faking a tool)
+    "invalid_call",  # unknown tool, invalid arguments, a refused call, a PAL program faking a tool
     "unparseable_action",  # replies without a valid action, `max_parse_errors` in a row
     "program_error",  # PAL: the program failed on its own (exception, sandbox limit, no `answer`)
     "step_limit",  # max_steps, or DFSDT's model-call budget (`queries`)
@@ -59,6 +59,9 @@ _STOP_REASON: dict[str, InterruptionReason] = {
     "parse_error": "unparseable_action",
 }
 NOT_INTERRUPTED: frozenset[str] = frozenset({"finished", "gave_up"})
+# Call errors that are the system's improper use of a tool (`ToolCall.error` prefixes): an unknown tool,
+# arguments off the schema, a call the tool refused as asked (`ToolRefusal`: an unknown id, Lookup first).
+IMPROPER_CALL: tuple[str, ...] = ("unknown_tool", "invalid_arguments", "refused")
 
 
 class Interruption(BaseModel):
@@ -89,8 +92,10 @@ class AgentStep(BaseModel):
     latency_s: float = 0.0
     cached: bool = False
     node: str | None = None  # DFSDT: the tree node this step expanded
-    note: str | None = None  # what the workflow repaired in the reply before acting on it (PAL)
-    tool_calls: list[ToolCall] = Field(default_factory=list)  # PAL: the calls its program made
+    # what the workflow changed: a repaired reply (PAL), a re-ask, a repeated call answered with a note
+    note: str | None = None
+    # the calls the step made: a PAL program's, a native function-calling turn's, a ReAct / DFSDT action's
+    tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
 def step_failure(step: AgentStep) -> InterruptionReason | None:
@@ -98,7 +103,7 @@ def step_failure(step: AgentStep) -> InterruptionReason | None:
     calls = [c.error for c in step.tool_calls if c.error]
     if any(e.startswith("tool_exception") for e in calls):
         return "tool_fault"
-    if any(e.startswith(("unknown_tool", "invalid_arguments")) for e in calls):
+    if any(e.startswith(IMPROPER_CALL) for e in calls):
         return "invalid_call"
     err = step.error
     if not err:
@@ -107,7 +112,7 @@ def step_failure(step: AgentStep) -> InterruptionReason | None:
         return "unparseable_action"
     if err.startswith("tool_exception"):
         return "tool_fault"
-    if err.startswith(("unknown_tool", "invalid_arguments")) or "instead of calling the tool" in err:
+    if err.startswith(IMPROPER_CALL) or "instead of calling the tool" in err:
         return "invalid_call"
     if err.startswith("program_"):
         return "program_error"
@@ -165,7 +170,7 @@ class Trajectory(BaseModel):
         observations — so "the gold answer appears in the scratchpad" means a tool gave it."""
         parts: list[str] = []
         for s in self.steps:
-            if s.tool_calls:  # native function calling and PAL: every call of the turn
+            if s.tool_calls:  # every call the step made (a program, a function-calling turn, an action)
                 parts += [c.result for c in s.tool_calls if c.error is None and c.result]
             elif s.action not in (None, "Finish", "GiveUp", "program") and s.error is None and s.observation:
                 parts.append(s.observation)

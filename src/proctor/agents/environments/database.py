@@ -54,7 +54,7 @@ from urllib.parse import quote
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from proctor.agents.tools import Tool, tool
+from proctor.agents.tools import Tool, ToolRefusal, tool
 from proctor.errors import UserError
 
 BUILD_VERSION = "1"  # part of the cache key: bump when the database layout changes
@@ -66,9 +66,10 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GENERIC = ("search_entity", "get_entity", "get_related", "sql")
 
 
-class QueryError(ValueError):
+class QueryError(ToolRefusal, ValueError):
     """A request the database cannot answer as asked (unknown id, type or relation; a refused SQL query).
-    Inside a tool it becomes the model's observation, with the valid choices named."""
+    Inside a tool it is a refused call (the caller's mistake, not a fault of the database): the model's
+    observation, with the valid choices named — for an id, the search tool that returns ids."""
 
 
 # --- the schema ------------------------------------------------------------------------------------------
@@ -503,19 +504,37 @@ class DatabaseEnvironment:
             self._tools = self._make_tools()
         return list(self._tools)
 
-    def _get(self, id_: str, want_type: str | None = None) -> Row:
+    def id_source(self, etype: str | None) -> str:
+        """The search tool whose results give ids of `etype`: the schema's search alias for that type,
+        else `search_entity`. Errors and descriptions name it, so that a model passing a name where an id
+        is expected learns which call gives the id."""
+        for name, spec in self.schema.tools.items():
+            if spec.tool == "search_entity" and etype is not None and spec.type == etype:
+                return name
+        return "search_entity"
+
+    def _get(self, id_: str, want_type: str | None = None, usual_type: str | None = None) -> Row:
+        """The entity with this id (of `want_type` when given); else a refusal naming the search tool that
+        gives ids — of `want_type`, or of `usual_type` (the type a relation alias usually starts from)."""
         key = id_.strip().strip("\"'`")
         row = self.entity(key)
         if row is None:  # ids are case-sensitive, but a model's casing slip should not cost a step
             folded = [i for i in self._type_of if i.casefold() == key.casefold()]
             row = self.entity(folded[0]) if len(folded) == 1 else None
         if row is None:
+            of = want_type or usual_type
+            example = next((i for i, t, _, _ in self._names if of in (None, t)), "none")
+            what = f"a {want_type}'s id" if want_type else "an id"
             raise QueryError(
-                f"no entity has the id '{id_}'. Ids come from search results (for example "
-                f"'{self._names[0][0] if self._names else 'none'}'); search by name first."
+                f"no entity has the id '{id_}': pass {what}, not a name. Call "
+                f"{self.id_source(of)}(name) first; each of its results has an 'id' "
+                f"(for example '{example}')."
             )
         if want_type is not None and row.type != want_type:
-            raise QueryError(f"'{row.id}' is a {row.type}, not a {want_type}; pass the id of a {want_type}")
+            raise QueryError(
+                f"'{row.id}' is a {row.type}, not a {want_type}; pass the id of a {want_type} "
+                f"(from {self.id_source(want_type)})"
+            )
         return row
 
     def _related_json(self, row: Row, relation: str, fields: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -578,11 +597,14 @@ class DatabaseEnvironment:
                 description=f"Find entities by name (fuzzy); returns the best matches with "
                 f"ids, best first. Types: {types}.",
             ),
-            tool(get_entity, description="All attributes of the entity with this id."),
+            tool(
+                get_entity,
+                description="All attributes of the entity with this id (from search_entity, not a name).",
+            ),
             tool(
                 get_related,
                 description=f"Entities linked to an entity by a relation, with ids and names "
-                f"(either direction). Relations: {relations}.",
+                f"(either direction); pass an id from search_entity, not a name. Relations: {relations}.",
             ),
         ]
         out += [self._alias(name, spec) for name, spec in self.schema.tools.items()]
@@ -594,6 +616,7 @@ class DatabaseEnvironment:
     def _alias(self, alias: str, spec: AliasSpec) -> Tool:
         """A domain-named tool with one argument, its type or relation fixed by the schema."""
         fn: Callable[..., Any]
+        id_hint = ""  # what a tool taking an id says about where ids come from
         if spec.tool == "search_entity":
             etype = spec.type
 
@@ -612,15 +635,17 @@ class DatabaseEnvironment:
         elif spec.tool == "get_related":
             assert spec.relation is not None
             rel, fields = spec.relation, tuple(spec.fields)
+            from_type = self._relations[rel].from_
 
             def related(id: str) -> list[dict[str, Any]]:
                 """Args:
                 id: an entity id
                 """
-                return self._related_json(self._get(id), rel, fields)
+                return self._related_json(self._get(id, usual_type=from_type), rel, fields)
 
             r = self._relations[rel]
             doc = f"The {r.to} entities linked by '{rel}' to a {r.from_} (or the reverse), with ids."
+            id_hint = f"Pass a {r.from_}'s id from {self.id_source(r.from_)}, not a name."
             fn = related
         else:
             etype, include = spec.type, tuple(spec.include)
@@ -632,8 +657,10 @@ class DatabaseEnvironment:
                 return self._entity_json(self._get(id, etype), include)
 
             fn, doc = get, f"All attributes of the {etype or 'entity'} with this id."
+            id_hint = f"Pass {f'a {etype}' if etype else 'an'} id from {self.id_source(etype)}, not a name."
         fn.__name__ = alias
-        return tool(fn, name=alias, description=spec.description or doc)
+        described = spec.description or doc
+        return tool(fn, name=alias, description=f"{described} {id_hint}" if id_hint else described)
 
     def _sql_tool(self, limits: SqlSpec) -> Tool:
         listed = "; ".join(f"{t}({', '.join(c)})" for t, c in self.tables().items())

@@ -1,8 +1,13 @@
 """The document environment over the run's corpus, as in ReAct and R-Eval (Wikipedia-style), offline and
-deterministic: `search(entity)` returns the first passage of the document whose title names the entity,
-or "Could not find ... Similar: [titles]" (BM25 over titles and text) when no title does;
-`lookup(keyword)` returns the next passage of the current document that contains the keyword, with
-"(Result i/n)". A document's passages are its paragraphs, in order.
+deterministic: `search(entity)` returns the first passage of the document whose title names the entity
+(the title itself, a title holding the entity, or a title the entity holds with qualifiers around it:
+"VIVA Media AG" finds "VIVA Media"), else refuses with "Could not find [x]. Similar: [titles]" (BM25
+over titles and text); `lookup(keyword)` returns the next passage of the current document that contains
+the keyword, with "(Result i/n)". A document's passages are its paragraphs, in order.
+
+Calls that give no information — no document found, Lookup before any Search, no (more) passage with the
+keyword — raise `ToolRefusal`: the model reads the same words, but the call has an error, not a result
+(a PAL program sees a failed call instead of taking the hint for data; the hint is not retrieved text).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proctor.agents.tools import Tool, Toolbox, tool
+from proctor.agents.tools import Tool, Toolbox, ToolRefusal, tool
 from proctor.corpus.types import Chunk
 from proctor.retrieval.bm25 import BM25Retriever
 
@@ -67,7 +72,19 @@ class DocumentEnvironment:
             if _fold(p.title) == want:
                 return p
         hits = [p for p in self.pages if re.search(rf"\b{re.escape(want)}\b", _fold(p.title))]
-        return min(hits, key=lambda p: len(p.title)) if hits else None
+        if hits:
+            return min(hits, key=lambda p: len(p.title))
+        # The entity holds a title whole with qualifiers around it ("VIVA Media AG", "the band Muse"): the
+        # longest such title covering at least half of the entity's words.
+        words = len(want.split())
+        held = [
+            p
+            for p in self.pages
+            if (t := _fold(p.title))
+            and 2 * len(t.split()) >= words
+            and re.search(rf"\b{re.escape(t)}\b", want)
+        ]
+        return max(held, key=lambda p: len(_fold(p.title))) if held else None
 
     def similar(self, entity: str) -> list[str]:
         scores = self._bm25.scores(entity)
@@ -88,23 +105,25 @@ class DocumentEnvironment:
             if page is None:
                 similar = self.similar(entity)
                 state.update(page=None, keyword=None, hits=[], next=0)
-                return (
-                    f"Could not find [{entity}]. Similar: {similar}"
-                    if similar
-                    else f"Could not find [{entity}]."
-                )
+                if similar:
+                    raise ToolRefusal(
+                        f"Could not find [{entity}]. Similar: {similar}. Search one of these titles."
+                    )
+                raise ToolRefusal(f"Could not find [{entity}]. Search another name.")
             state.update(page=page, keyword=None, hits=[], next=0)
             return page.passages[0] if page.passages else "(empty document)"
 
         def lookup(keyword: str) -> str:
-            """Return the next passage of the current document that contains the keyword.
+            """Return the next passage containing the keyword in the document the last Search found.
 
             Args:
                 keyword: a word or phrase to find in the current document
             """
             page = state["page"]
             if not isinstance(page, Page):
-                return "No current document: use Search[entity] first."
+                raise ToolRefusal(
+                    "No current document: Search for an entity first; Lookup reads in the document found."
+                )
             if state["keyword"] != _fold(keyword):
                 want = _fold(keyword)
                 state.update(
@@ -113,8 +132,10 @@ class DocumentEnvironment:
             hits = state["hits"]
             assert isinstance(hits, list)
             i = int(state["next"])  # type: ignore[call-overload]
+            if not hits:
+                raise ToolRefusal(f"No passage of [{page.title}] contains [{keyword}].")
             if i >= len(hits):
-                return "No more results."
+                raise ToolRefusal("No more results.")
             state["next"] = i + 1
             return f"(Result {i + 1} / {len(hits)}) {hits[i]}"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.agents.config import Limits
 from proctor.agents.journal import Journal
-from proctor.agents.tools import Toolbox
+from proctor.agents.tools import Toolbox, ToolCall
 from proctor.agents.trace import AgentStep, StopReason
 from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.models.base import Model
@@ -45,9 +45,12 @@ class Guard:
             return "context_limit", f"about {prompt_chars // 4} prompt tokens"
         return None
 
-    def after_call(self, name: str, arguments: dict[str, Any]) -> tuple[StopReason, str] | None:
-        """The same call `repeat_limit` times in a row is a loop."""
-        self.recent.append(json.dumps([name, arguments], sort_keys=True, default=str))
+    def after_call(
+        self, name: str, arguments: dict[str, Any], result: str | None = None
+    ) -> tuple[StopReason, str] | None:
+        """The same call with the same result `repeat_limit` times in a row is a loop. A stateful call
+        repeated for its next result (Lookup's "Result 2 / 3") is not: its result changes."""
+        self.recent.append(json.dumps([name, arguments, result], sort_keys=True, default=str))
         tail = self.recent[-self.limits.repeat_limit :]
         if len(tail) == self.limits.repeat_limit and len(set(tail)) == 1:
             return "loop", f"{name} called {self.limits.repeat_limit} times in a row with the same arguments"
@@ -61,6 +64,40 @@ class Guard:
 
     def parsed_ok(self) -> None:
         self.parse_errors = 0
+
+
+REPEAT_NOTE = (
+    "You already took this action and it gave this same result (above): repeating it gives nothing new. "
+    "Take a different action, or Finish with the answer."
+)
+
+
+def call_result(step: AgentStep) -> str | None:
+    """What a ReAct / DFSDT step's tool call gave (its observation before any note replaced it)."""
+    return step.tool_calls[0].observation if step.tool_calls else step.observation
+
+
+def repeats(step: AgentStep, call: ToolCall, earlier: Sequence[AgentStep]) -> bool:
+    """The step makes a call an earlier step made, with the same result. The model is then told so
+    (`REPEAT_NOTE`) instead of being shown the result again: a small model that repeats a search it
+    already read tends to repeat it until the loop stop; the note names the way out before that stop."""
+    return any(
+        s.action == step.action and s.arguments == step.arguments and call_result(s) == call.observation
+        for s in earlier
+    )
+
+
+async def tool_step(step: AgentStep, toolbox: Toolbox, earlier: Sequence[AgentStep]) -> AgentStep:
+    """Run the tool a ReAct / DFSDT step names: its call recorded, its observation (or the repeat note)."""
+    call = await toolbox.call(str(step.action), step.arguments)
+    step.tool_calls = [call]
+    step.error = call.error
+    if repeats(step, call, earlier):
+        step.observation = REPEAT_NOTE
+        step.note = "the same call with the same result as an earlier step: the model was told so"
+    else:
+        step.observation = call.observation
+    return step
 
 
 def step_from(index: int, completion: Completion, started: float) -> AgentStep:
@@ -112,7 +149,7 @@ async def model_turn(
     async def replay(step: AgentStep) -> None:
         if toolbox is None:
             return
-        if step.tool_calls and step.action != "program":  # native function calling: every call of the turn
+        if step.tool_calls and step.action != "program":  # every call the step made, in order
             for c in step.tool_calls:
                 if c.name in toolbox.tools and "_raw" not in c.arguments:
                     await toolbox.call(c.name, c.arguments)

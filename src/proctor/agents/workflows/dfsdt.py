@@ -4,15 +4,20 @@ Each node is a trajectory prefix. Expanding a node asks the model for the next a
 times; when the node already has children, the prompt lists the earlier siblings' actions so the next
 one differs. A tool action makes a child node, expanded depth first (depth <= `depth`). `Finish[answer]`
 ends the whole search. `GiveUp[]` abandons this node and its parent: the search continues at the
-grandparent's next child. A reply without a valid action, a tool error, or the depth limit moves on to
-the next sibling. Every model turn counts against `queries`; running out stops with `budget`, an
-exhausted tree with `gave_up`. Steps are journaled by node id, so a resumed search replays its tree.
-Steps are written in the trajectory's action format (`workflows.actions`), as ReAct's are.
+grandparent's next child. A reply without a valid action, a tool error (a refused call included: Lookup
+before Search, no such document), a call that repeats one of its path's with the same result (the step is
+told so, as in ReAct), or the depth limit moves on to the next sibling; the next sibling's prompt lists
+the tried actions with the start of their observations. Every model turn counts against `queries`;
+running out stops with `budget`, an exhausted tree with `gave_up`. Steps are journaled by node id, so a
+resumed search replays its tree. Steps are written in the trajectory's action format
+(`workflows.actions`), as ReAct's are. A step's prompt carries its path (the prefix it extends) and the
+tried siblings, never the rest of the tree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from proctor.agents.config import AgentConfig
@@ -26,7 +31,7 @@ from proctor.agents.workflows.actions import (
     read_json_step,
     step_schema,
 )
-from proctor.agents.workflows.base import Guard, model_turn
+from proctor.agents.workflows.base import REPEAT_NOTE, Guard, model_turn, tool_step
 from proctor.agents.workflows.react import THOUGHT, action_forms, action_text, parse_action
 from proctor.errors import ModelCallError
 from proctor.models.base import Model
@@ -35,6 +40,14 @@ from proctor.prompts import render_messages
 
 PROMPT = "agents/dfsdt"
 ABANDON_PARENT = "abandon_parent"
+TRIED_CHARS = 200  # how much of a tried sibling's observation the next sibling's prompt shows
+
+
+def _tried(action: str, observation: str | None) -> str:
+    """A tried sibling as the next prompt lists it: the action and the start of what it gave, so that a
+    failed search's suggestions ("Similar: [...]") reach the next attempt."""
+    obs = " ".join((observation or "").split())
+    return f"{action} -> {obs[:TRIED_CHARS]}{'…' if len(obs) > TRIED_CHARS else ''}" if obs else action
 
 
 class _Stop(Exception):
@@ -71,7 +84,7 @@ class _Search:
         self.forms = json_forms(self.toolbox) if json_steps else action_forms(self.toolbox)
         self.shown = json_action_text if json_steps else action_text
 
-    async def _act(self, step: AgentStep, completion: Completion | None) -> AgentStep:
+    async def _act(self, path: list[AgentStep], step: AgentStep, completion: Completion | None) -> AgentStep:
         if self.schema is not None and completion is not None and isinstance(completion.parsed, dict):
             read_json_step(step, completion.parsed)
             if step.action == "GiveUp":
@@ -89,8 +102,7 @@ class _Search:
                 return step
             step.action, step.arguments = parsed
         if step.action != "Finish":
-            call = await self.toolbox.call(str(step.action), step.arguments)
-            step.observation, step.error = call.observation, call.error
+            return await tool_step(step, self.toolbox, path)
         return step
 
     async def expand(self, node: str, path: list[AgentStep], depth: int) -> str | None:
@@ -114,7 +126,7 @@ class _Search:
             try:
                 step = await model_turn(
                     self.journal, child, self.model, messages, max_tokens=self.cfg.step_max_tokens,
-                    stop=() if self.schema is not None else ("\nObservation",), then=self._act,
+                    stop=() if self.schema is not None else ("\nObservation",), then=partial(self._act, path),
                     toolbox=self.toolbox, json_schema=self.schema,
                 )  # fmt: skip
             except ModelCallError as e:
@@ -131,9 +143,9 @@ class _Search:
                 )
             if step.action == "GiveUp":
                 return ABANDON_PARENT
-            tried.append(self.shown(step))
-            if step.error or depth + 1 >= self.cfg.dfsdt_depth:
-                continue  # an error or the depth limit: try a sibling
+            tried.append(_tried(self.shown(step), step.observation))
+            if step.error or step.observation == REPEAT_NOTE or depth + 1 >= self.cfg.dfsdt_depth:
+                continue  # an error, a call repeated on this path, or the depth limit: try a sibling
             if await self.expand(child, [*path, step], depth + 1) == ABANDON_PARENT:
                 return None  # the child gave up: abandon this node too (its parent goes on)
         return None

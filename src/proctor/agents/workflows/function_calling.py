@@ -96,6 +96,6 @@ async def function_calling(
         step = steps[-1]
         if not step.tool_calls:
             return end("finished", "a reply without tool calls", step.raw.strip())
-        problem = guard.after_call(step.action or "", step.arguments)
+        problem = guard.after_call(step.action or "", step.arguments, step.observation)
         if problem is not None:
             return end(*problem)

@@ -3,6 +3,16 @@ sandbox (`proctor.agents.sandbox`), its tool calls proxied back to the parent, a
 answer. A program that fails (an exception, a limit) is shown to the model with the error, and it may write
 a corrected one, up to `max_steps` programs in all.
 
+A program that sets `answer` without calling any tool is shown once more (once per question, recorded
+as `settings.reasked_without_tools` and the step's `note`), asking it to look the answer up; the next
+program's answer stands whatever it calls. R-Eval's PAL generates "python programs for executing API
+queries": a program that queries nothing is outside that workflow, and answering from memory is what the
+taxonomy's AM class detects — one re-ask keeps that signal (a second memory answer is kept and classified)
+while a small model that skipped the tools on its first try gets the workflow it is measured on. A tool
+call the tool refuses (`ToolRefusal`: nothing found, Lookup before Search, a name where an id is expected)
+raises in the program like any failed call, so its hint is shown to the next program instead of becoming
+the answer.
+
 The program comes in a fenced code block (every action format: code is written best as code). What small
 models get wrong around it is repaired rather than charged as a parse error: a block cut off by the token
 limit keeps its complete statements, and a program's own stand-in definitions of the tools are dropped so
@@ -26,6 +36,10 @@ from proctor.models.types import Completion
 from proctor.prompts import render_messages
 
 PROMPT = "agents/pal"
+NO_TOOL_CALL = (
+    "it called none of the functions, so its answer comes from memory, not from a lookup. Call the "
+    "functions to find the answer."
+)
 # A fenced block; its closing fence may be missing when the reply ran out of tokens.
 _CODE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(```|\Z)", re.S | re.I)
 
@@ -184,7 +198,16 @@ async def pal(
             return end(*stopped)
         step = steps[-1]
         if step.error is None and step.observation is not None:
-            return end("finished", "the program set `answer`", step.observation.removeprefix("answer = "))
+            if step.tool_calls or not toolbox.tools or settings.get("reasked_without_tools"):
+                answer = step.observation.removeprefix("answer = ")
+                return end("finished", "the program set `answer`", answer)
+            # An answer from a program that called no tool is the model's memory, not retrieval: the
+            # program is shown once more with the rule (bounded: once per question, counted).
+            settings["reasked_without_tools"] = 1
+            reask = "the program called no tool: re-asked once to look the answer up"
+            step.note = f"{step.note}; {reask}" if step.note else reask
+            attempts.append({"code": str(step.arguments.get("code", step.raw)), "problem": NO_TOOL_CALL})
+            continue
         attempts.append(
             {"code": str(step.arguments.get("code", step.raw)), "problem": step.error or "no answer"}
         )

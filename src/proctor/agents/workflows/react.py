@@ -5,9 +5,11 @@ step's schema (the default where the provider takes schemas), or R-Eval's text. 
 action is `Name[argument]` for a tool with one text parameter (Search[entity], Lookup[keyword]) — the
 call form `Name(argument)` (also `Name("argument")`, `Name(key: argument)`) is read the same way —,
 `Name{"arg": value, ...}` (a JSON object) for any tool, or `Finish[answer]`. A reply without a valid action
-gets an observation naming the valid forms (and counts toward `max_parse_errors`). The observation of a
-step never contains a grade of the answer (R-Eval's code writes the verdict into the scratchpad, which
-leaks it into later prompts).
+gets an observation naming the valid forms (and counts toward `max_parse_errors`). A call that repeats an
+earlier step's call with the same result is answered with a note (`base.REPEAT_NOTE`: take another action
+or Finish) instead of the result again; the same call with the same result `repeat_limit` times in a row
+still stops the trajectory (`loop`). The observation of a step never contains a grade of the answer
+(R-Eval's code writes the verdict into the scratchpad, which leaks it into later prompts).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from proctor.agents.workflows.actions import (
     read_json_step,
     step_schema,
 )
-from proctor.agents.workflows.base import Guard, model_turn, take_turn
+from proctor.agents.workflows.base import Guard, call_result, model_turn, take_turn, tool_step
 from proctor.models.base import Model
 from proctor.models.types import Completion
 from proctor.prompts import render_messages
@@ -136,10 +138,7 @@ async def react(
             step.action, step.arguments = parsed
         if step.action == "Finish":
             return step
-        call = await toolbox.call(str(step.action), step.arguments)
-        step.observation = call.observation
-        step.error = call.error
-        return step
+        return await tool_step(step, toolbox, steps)
 
     while True:
         view = [{"thought": s.thought, "action_text": shown(s), "observation": s.observation} for s in steps]
@@ -178,6 +177,6 @@ async def react(
             problem = guard.parse_failed()
         else:
             guard.parsed_ok()
-            problem = guard.after_call(step.action, step.arguments)
+            problem = guard.after_call(step.action, step.arguments, call_result(step))
         if problem is not None:
             return end(*problem)
