@@ -67,13 +67,15 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
 def qualifier_contradicted(answer: str, reference: str, question: str = "") -> RuleDecision | None:
     """`reference_qualifier_contradicted`: sure when the reference names one member of a contrast
     (`qualifiers.CONTRASTS`: TCP/UDP, oral/intravenous, per day/per dose, minimum/maximum, before/after …)
-    and the answer names another member of it and not the reference's ("TCP 7420" for "UDP port 7420").
-    The question does not matter: naming the other member states another fact.
+    and the answer names another member of it and not the reference's ("TCP 7420" for "UDP port 7420");
+    where the reference names none, the question's member counts ("It increases AUC by 45%" for "45%"
+    to "By how much does X reduce AUC?"). Rates are compared by value (`rates`): "twice daily" for
+    "every 8 hours" is vetoed, "10 per second" for "600 per minute" is not.
 
     Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 9/9 alone
     (the technical and clinical development sets).
     """
-    found = contradicted(answer, reference)
+    found = contradicted(answer, reference, question)
     if found is None:
         return None
     ref_member, other = found

@@ -22,6 +22,7 @@ from proctor.judging.equivalence.quantities import (
     ratio_unit,
     same,
 )
+from proctor.judging.equivalence.rates import agreeing
 from proctor.judging.equivalence.terms import (
     NEGATIONS,
     OFFERS,
@@ -107,6 +108,8 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 193/195 alone
     (0.99); 23/24 behind the LLM (0.96).
     """
+    if (blanked := agreeing(answer, reference)) is not None:
+        answer, reference = blanked  # "twice daily" for "every 12 hours": the rate is stated
     ref_dates, answer_dates = set(dates(reference)), set(dates(answer))
     if ref_dates and answer_dates:
         if ref_dates <= answer_dates:  # "30 June 2025" for "2025-06-30": the date is its numbers
@@ -131,7 +134,11 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
         )
     if (in_other_unit := _in_other_unit(answer, reference)) is not None:
         return in_other_unit
+    if (other_unit := _same_number_other_unit(answer, reference)) is not None:
+        return other_unit
     if all_numbers(reference) & have:
+        # A number the answer states converted ("0.75 g" for "750 mg") is had.
+        have |= {r.value for r in quantities(reference) for q in quantities(answer) if r.unit and same(q, r)}
         return _lacking_among_several(reference, wanted, have)
     shown = ", ".join(f"{v:g}" for v in sorted(wanted))
     measures = table().measures
@@ -191,6 +198,36 @@ def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
         "reference_quantity_missing",
         f"the reference states {wanted.value:g} {wanted.written}; the answer {said}",
     )
+
+
+def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
+    """The answer states a quantity of the reference with its number but in another unit of the same
+    dimension or without the reference's denominator, and states it in no form: "2 to 8 ng/mL" for "2 to
+    8 µg/mL", "5 M" for "5 mM", "15 mg every 8 hours" for "15 mg/kg every 8 hours" (a dose per kilogram
+    is no dose). Sure: the same digits in another unit are another amount."""
+    stated = quantities(answer)
+    for r in quantities(reference):
+        if not r.unit or r.unit == "share" or any(same(q, r) for q in stated):
+            continue
+        for q in stated:
+            if q.unit and q.unit != r.unit and abs(q.value - r.value) <= 1e-9 * max(1.0, r.value):
+                if _dimension(q.unit) == _dimension(r.unit) != "" or q.unit == r.unit.partition("/")[0]:
+                    return RuleDecision(
+                        "reference_quantity_missing",
+                        f"the reference states {r.value:g} {r.unit}; the answer {q.value:g} {q.unit}",
+                    )
+        if r.unit.endswith("mol/l") and re.search(rf"(?<![\w.]){r.value:g}\s?M\b", answer):
+            # "5M" for "5 mM": molar (or a million), never millimolar.
+            return RuleDecision(
+                "reference_quantity_missing", f"the reference states {r.value:g} {r.unit}; the answer molar"
+            )
+    return None
+
+
+def _dimension(unit: str) -> str:
+    """A unit's dimension ("mass/volume" for a ratio whose parts convert), "" when none is known."""
+    found = table().convert.get(unit) or ratio_unit(unit)
+    return found[0] if found else ""
 
 
 def _years(text: str) -> set[str]:

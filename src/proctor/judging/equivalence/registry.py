@@ -60,7 +60,7 @@ def decide(
     in order; the first sure one decides. With the question, no rule credits an answer whose only overlap
     with the reference is text the question already contains (it may be repeating the question)."""
     _language(RULES, language)
-    pair = read_pair(answer, reference)
+    pair = read_pair(answer, reference, question)
     if pair is None:
         return None
     for rule in RULES[language]:
