@@ -63,7 +63,8 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
                   "reduction", "cuts")},
     # The scope a limit holds for: one node's or the whole cluster's.
     {"per node": (rf"{_EACH}\s+(?:node|host|server|instance|broker|replica)",),
-     "per cluster": (rf"{_EACH}\s+cluster", "cluster-wide", r"across\s+(?:the|a|all)\s+(?:whole\s+)?cluster")},
+     "per cluster": (rf"{_EACH}\s+cluster", "cluster-wide",
+                     r"across\s+(?:the|a|all)\s+(?:whole\s+)?cluster")},
 )  # fmt: skip
 
 # A spelling that opens with "/" may follow a word ("msg/s", "mg/day"); the others stand alone.

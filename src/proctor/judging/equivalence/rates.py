@@ -47,7 +47,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("every", re.compile(rf"\bevery\s+(?:(?P<n>{NUM}|{NUMBER_WORD})\s*)?{_SPAN}\b")),
     ("every", re.compile(rf"\b(?P<n>{NUM}|{NUMBER_WORD})[\s-]*{_SPAN}(?:ly)?\s+intervals?\b")),
     # "600 requests per minute", "10 msg/s": a count of things that are no unit.
-    ("counted", re.compile(rf"\b(?P<n>{NUM})\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s*(?:per\s+|an?\s+|each\s+|/\s*){_SPAN}\b")),
+    ("counted", re.compile(
+        rf"\b(?P<n>{NUM})\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s*(?:per\s+|an?\s+|each\s+|/\s*){_SPAN}\b"
+    )),
     ("adverb", re.compile(r"\b(?P<adv>hourly|daily|nightly|weekly)\b")),
 )  # fmt: skip
 

@@ -13,12 +13,12 @@ from proctor.judging.equivalence.exact_guards import (
 from proctor.judging.equivalence.guards import (
     alternatives_listed,
     missing_part,
-    missing_quantities,
     missing_term,
     name_missing,
     nothing_beyond_question,
     other_name,
 )
+from proctor.judging.equivalence.quantity_guard import missing_quantities
 from proctor.judging.equivalence.rules import ENGLISH_RULES, read_pair
 from proctor.judging.equivalence.terms import only_question_overlap
 
