@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.judging.equivalence import decide, quantities, stated_numbers, veto
+from proctor.judging.equivalence.identifiers import identifiers
 from proctor.judging.equivalence.rates import agreeing, disagreeing, rates
 from proctor.judging.equivalence.terms import said_otherwise
 
@@ -135,3 +136,21 @@ def test_an_irregular_verb_form_says_its_verb() -> None:
     assert not said_otherwise("left", ["right"])
     ref = "it is reported for repair and left lowered"
     assert _veto("The crew leaves it down and lists it for mending.", ref) is None
+
+
+def test_an_activated_factor_is_an_identifier_and_its_name_writes_it() -> None:
+    ref = "Calibrated anti-FXIa chromogenic assay"
+    q = "Which assay should be used when drug effect must be measured?"
+    assert _veto("An anti-FXa chromogenic assay", ref, q) == "reference_identifier_missing"
+    assert _veto("A calibrated anti-factor XIa chromogenic assay.", ref, q) is None
+    assert _veto("A calibrated anti-FXIa chromogenic assay.", ref, q) is None
+    assert identifiers("the APIs and URLs") == []  # a plural is no code
+
+
+def test_an_answer_that_only_restates_the_question_is_vetoed() -> None:
+    q = "What does fwctl drain --node <id> do?"
+    ref = "Moves queue leadership off a broker before maintenance"
+    assert _veto("It drains the node.", ref, q) == "answer_within_question"
+    assert _veto("It moves leadership off the node.", ref, q) is None
+    # Where the reference adds nothing to the question, restating it is the answer.
+    assert _veto("Smaller.", "smaller", "Is the old bridge larger or smaller?") is None

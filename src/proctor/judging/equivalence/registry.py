@@ -12,6 +12,7 @@ from proctor.judging.equivalence.exact_guards import (
 )
 from proctor.judging.equivalence.guards import (
     alternatives_listed,
+    answer_within_question,
     missing_part,
     missing_term,
     name_missing,
@@ -37,6 +38,7 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
         Guard("reference_part_missing", "en", missing_part),
         Guard("reference_name_missing", "en", name_missing, needs_question=True),
         Guard("other_name", "en", other_name, needs_question=True),
+        Guard("answer_within_question", "en", answer_within_question, needs_question=True),
     )
 }
 # Guards a protocol calls itself, outside `veto` (RECKON's unit judging, where the question is known).
