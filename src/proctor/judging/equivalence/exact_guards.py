@@ -47,8 +47,8 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
     is the other name the reference gives it in parentheses ("UDP-3-O-acyl-N-acetylglucosamine
     deacetylase" for "LpxC (UDP-3-O-acyl-N-acetylglucosamine deacetylase)").
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 32/32 alone
-    (3 on the prose sets, 29 on the three technical and clinical development sets).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 43/43 alone (3 on
+    the prose sets, 40 on the five technical and clinical development sets).
     """
     if len(reference.split()) > _MAX_REFERENCE_WORDS or dotted_tail(answer, reference, question):
         return None
@@ -91,8 +91,8 @@ def qualifier_contradicted(answer: str, reference: str, question: str = "") -> R
     to "By how much does X reduce AUC?"). Rates are compared by value (`rates`): "twice daily" for
     "every 8 hours" is vetoed, "10 per second" for "600 per minute" is not.
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, nine label sets): 9/9 alone
-    (the technical and clinical development sets).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 21/21 alone (the
+    technical and clinical development sets).
     """
     found = contradicted(answer, reference, question)
     if found is None:
