@@ -17,8 +17,9 @@ rules read English only today; another language is another registry entry.
   question states its reference (`states_reference`, used to drop questions that give their answer away);
 * `versions` — version strings, which are not numbers; `identifiers` — code identifiers, compared exactly;
   `qualifiers` — contrastive qualifiers ("TCP"/"UDP", "oral"/"intravenous");
-* `rules` — the English rules; `guards` — the English guards; `exact_guards` — the guards for versions,
-  identifiers and qualifiers; `registry` — `decide` and `veto`.
+* `rates` — dose frequencies and counted rates, compared by value;
+* `rules` — the English rules; `guards` — the English guards; `quantity_guard` — the guard on numbers;
+  `exact_guards` — the guards for versions, identifiers and qualifiers; `registry` — `decide` and `veto`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from proctor.judging.equivalence.base import Guard, Rule, RuleDecision
 from proctor.judging.equivalence.guards import (
     alternatives_listed,
     missing_part,
-    missing_quantities,
     missing_term,
     name_missing,
     nothing_beyond_question,
@@ -35,6 +35,7 @@ from proctor.judging.equivalence.guards import (
 )
 from proctor.judging.equivalence.numbers import number_mentions, stated_numbers
 from proctor.judging.equivalence.quantities import Quantity, quantities
+from proctor.judging.equivalence.quantity_guard import missing_quantities
 from proctor.judging.equivalence.registry import (
     DEFAULT_LANGUAGE,
     EXTRA_GUARDS,

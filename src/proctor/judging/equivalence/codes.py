@@ -3,8 +3,9 @@
 Not numbers (blanked, same length, before any number is read): a version string (`versions`), an ISO date
 ("2025-06-30": a date, read by `dates`), a sequence variant ("c.699G>A", "p.Arg233Ter") and a star allele
 ("SLCO1B3*4", "CYP2C19*2"). Numbers in other notations: a power of ten ("75 × 10⁹/L", "1.2 x 10^9") is
-its value; a "k" or "M" glued to digits and not followed by a letter or digit ("4k msg/s", "2.5M rows")
-is thousands or millions ("5m" is metres or minutes, lower case: not a scale).
+its value, and so is a power written with a caret ("2^16" is 65,536); a "k" or "M" glued to digits
+and not followed by a letter or digit ("4k msg/s", "2.5M rows") is thousands or millions ("5m" is
+metres or minutes, lower case: not a scale).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 POWER_OF_TEN = re.compile(
     rf"(?<![\w.])(?P<num>{_NUM})\s*[×x*·]\s*10\s*(?:\^|\*\*)?\s*(?P<exp>[⁻-]?[\d⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
 )
+# "2^16", "2**10": a power written with a caret (a power of ten after a "×" is read first).
+POWER = re.compile(r"(?<![\w.^*])(?P<base>\d{1,3})\s*(?:\^|\*\*)\s*(?P<exp>\d{1,2})(?![\w.])")
 # Not "K" (kelvin, "300K") nor "m" (metres, minutes).
 SCALED = re.compile(r"(?<![\w.,])(?P<num>\d+(?:\.\d+)?)(?P<scale>[kM])(?![\w])")
 SCALE_SUFFIX = {"k": 1e3, "M": 1e6}
@@ -43,6 +46,10 @@ def power_value(m: re.Match[str]) -> float:
     return float(m["num"].replace(",", "")) * 10.0 ** int(m["exp"].translate(_SUPERSCRIPTS))
 
 
+def _power(m: re.Match[str]) -> float:
+    return float(m["base"]) ** int(m["exp"])  # at most 999^99: no overflow
+
+
 def has_power_of_ten(text: str) -> bool:
     return POWER_OF_TEN.search(text) is not None
 
@@ -52,6 +59,7 @@ def special_numbers(text: str) -> tuple[str, list[tuple[int, int, float]]]:
     found = []
     for pattern, value in (
         (POWER_OF_TEN, power_value),
+        (POWER, _power),
         (SCALED, lambda m: float(m["num"]) * SCALE_SUFFIX[m["scale"]]),
     ):
         for m in pattern.finditer(text):
@@ -63,6 +71,7 @@ def special_numbers(text: str) -> tuple[str, list[tuple[int, int, float]]]:
 def written_out(text: str) -> str:
     """Powers of ten and scaled numbers as plain digits ("4k" as "4000"), for the quantity readers."""
     text = POWER_OF_TEN.sub(lambda m: _plain(power_value(m)), text)
+    text = POWER.sub(lambda m: _plain(_power(m)), text)
     return SCALED.sub(lambda m: _plain(float(m["num"]) * SCALE_SUFFIX[m["scale"]]), text)
 
 

@@ -7,7 +7,8 @@ with inner punctuation (`tight_words`) as written and every identifier with its 
 An identifier (`identifiers`) is a token written in a way prose is not: a command flag (`-n`,
 `--dry-run`), an environment variable or constant (`TB_CACHE_CONF`), snake_case (`max_memory`), a dotted
 key (`cache.size`, `tls.key_file`), a file path (`/etc/x.toml`), camelCase or CamelCase inside a word
-(`maxMemory`, `McDonald`), a code of capitals and digits (`CYP2C19`, `HER2`, `E2210`), or a reference that
+(`maxMemory`, `McDonald`), a code of capitals and digits (`CYP2C19`, `HER2`, `E2210`), capitals and one
+lower-case letter other than a plural "s" (`FXIa`, `FXa`: "anti-FXa" is not "anti-FXIa"), or a reference that
 is one kebab-case token (`tarnbrook-cache`, its case aside; inside prose "non-empty" is an ordinary
 word). Prose words,
 acronyms in capitals ("TCP") and hyphenated prose keep case-insensitive matching.
@@ -24,8 +25,10 @@ _SNAKE = r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"
 _DOTTED = r"\b[a-z][a-z0-9_]+(?:\.[a-z][a-z0-9_]+)+\b"
 _CAMEL = r"\b[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*\b"
 _CODE = r"\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z][A-Z0-9]+\b"
+# Capitals and one lower-case letter, not a plural "s": an activated factor ("FXIa", "FVIIa").
+_CAPS_THEN_LOWER = r"\b[A-Z]{2,}[a-rt-z]\b"
 _IDENTIFIER = re.compile(
-    "|".join(f"(?:{p})" for p in (_FLAG, _PATH, _CONSTANT, _SNAKE, _DOTTED, _CAMEL, _CODE))
+    "|".join(f"(?:{p})" for p in (_FLAG, _PATH, _CONSTANT, _SNAKE, _DOTTED, _CAMEL, _CODE, _CAPS_THEN_LOWER))
 )
 _KEBAB = re.compile(r"\s*`?(?P<id>[a-z][a-z0-9]*(?:-[a-z0-9]+)+)`?\s*\.?\s*")
 _BACKTICKED = re.compile(r"`([^`\s]+)`")
@@ -84,7 +87,8 @@ def expanded(answer: str, identifier: str) -> bool:
     whose initials spell its letters ("activated partial thromboplastin time"), or a code of letters and
     digits ("CYP3A4") as its part from the first digit on ("3A4"), written as a word, just after words
     whose first begins with the code's first letter and which hold its other leading letters in order
-    ("Cytochrome P450 3A4", "human epidermal growth factor receptor 2" for "HER2")."""
+    ("Cytochrome P450 3A4", "human epidermal growth factor receptor 2" for "HER2"); capitals and a
+    lower-case letter ("FXIa") as all but the first letter, after a word with that letter ("factor XIa")."""
     if re.fullmatch(r"[A-Za-z]{3,}", identifier) and 2 * sum(c.isupper() for c in identifier) >= len(
         identifier
     ):
@@ -92,13 +96,18 @@ def expanded(answer: str, identifier: str) -> bool:
         initials = "".join(w[0].lower() for w in _INITIALS_WORDS.findall(answer))
         # Initials of hyphenated parts count too ("activated partial thromboplastin-time").
         parts = "".join(p[0].lower() for w in _INITIALS_WORDS.findall(answer) for p in w.split("-") if p)
-        return letters in initials or letters in parts
-    m = re.fullmatch(r"(?P<lead>[A-Za-z]+)(?P<rest>\d[A-Za-z0-9]*)", identifier)
+        if letters in initials or letters in parts:
+            return True
+    # A code from its first digit on ("CYP3A4": "3A4"), or an activated factor after its letter ("FXIa":
+    # "XIa", written after "factor").
+    m = re.fullmatch(r"(?P<lead>[A-Za-z]+)(?P<rest>\d[A-Za-z0-9]*)", identifier) or re.fullmatch(
+        r"(?P<lead>[A-Z])(?P<rest>[A-Z]+[a-rt-z])", identifier
+    )
     if m is None:
         return False
     lead = m["lead"].lower()
     for found in re.finditer(rf"(?<![\w-]){re.escape(m['rest'])}(?![\w-])", answer, re.IGNORECASE):
-        words = re.findall(r"[\w-]+", answer[: found.start()])[-6:]
+        words = re.findall(r"\w+", answer[: found.start()])[-6:]  # "anti-factor XIa": "factor"
         for i in range(len(words)):
             if words[i][0].lower() != lead[0]:
                 continue

@@ -12,8 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from proctor.judging.equivalence.rates import agreeing, disagreeing, per_day
+
 # "per day", "each day", "every day", "once a day", "3 times a day", "/day" — not "in a day", "an hour".
 _EVERY = r"(?:per|each|every|(?:once|twice|thrice|times)\s+an?|/)"
+# "per node", "for each host".
+_EACH = r"(?:per|each|every)"
 # A period after a count of doses ("twice daily", "3 times a day", "once per week").
 _A_PERIOD = r"(?=\s+(?:an?|per|each|every|daily|nightly|weekly|monthly|yearly|hourly)\b)"
 # Each contrast: member → its spellings (regular expressions, lower case, read as whole words).
@@ -54,8 +58,13 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"minimum": ("minimum", "at least", "lowest"), "maximum": ("maximum", "at most", "highest")},
     {"before": ("before", "prior to"), "after": ("after", "following")},
     {"systolic": ("systolic",), "diastolic": ("diastolic",)},
-    {"increase": ("increase", "increases", "increased", "raises", "raised"),
-     "decrease": ("decrease", "decreases", "decreased", "lowers", "lowered")},
+    {"increase": ("increase", "increases", "increased", "raises", "raised", "rises", "boosts", "boosted"),
+     "decrease": ("decrease", "decreases", "decreased", "lowers", "lowered", "reduce", "reduces", "reduced",
+                  "reduction", "cuts")},
+    # The scope a limit holds for: one node's or the whole cluster's.
+    {"per node": (rf"{_EACH}\s+(?:node|host|server|instance|broker|replica)",),
+     "per cluster": (rf"{_EACH}\s+cluster", "cluster-wide",
+                     r"across\s+(?:the|a|all)\s+(?:whole\s+)?cluster")},
 )  # fmt: skip
 
 # A spelling that opens with "/" may follow a word ("msg/s", "mg/day"); the others stand alone.
@@ -76,10 +85,22 @@ def named(text: str) -> list[set[str]]:
     return [{m for m, p in patterns.items() if p.search(t)} for patterns in _PATTERNS]
 
 
-def contradicted(answer: str, reference: str) -> tuple[str, str] | None:
+def contradicted(answer: str, reference: str, question: str = "") -> tuple[str, str] | None:
     """(the reference's member, the answer's other member) when the reference names exactly one member
-    of a contrast and the answer names another member of it and not the reference's; else None."""
-    for ref_members, ans_members in zip(named(reference), named(answer), strict=True):
-        if len(ref_members) == 1 and ans_members and not ref_members & ans_members:
-            return next(iter(ref_members)), sorted(ans_members)[0]
+    of a contrast and the answer names another member of it and not the reference's; else None. Where
+    the reference names no member of a contrast, the question's one member is the reference's: "45%"
+    answers "By how much does X reduce AUC?", so "It increases AUC by 45%" states another fact.
+
+    Rates (`rates`): both texts state rates and none agree ("twice daily" for "every 8 hours") is a
+    contradiction; rates that agree ("10 per second" for "600 per minute") are blanked first, so their
+    denominators are no contrast."""
+    if (other := disagreeing(answer, reference)) is not None:
+        return per_day(other[0]), per_day(other[1])
+    if (blanked := agreeing(answer, reference)) is not None:
+        answer, reference = blanked
+    asked = named(question) if question else [set[str]() for _ in _PATTERNS]
+    for ref_members, ans_members, q_members in zip(named(reference), named(answer), asked, strict=True):
+        members = ref_members or q_members
+        if len(members) == 1 and ans_members and not members & ans_members:
+            return next(iter(members)), sorted(ans_members)[0]
     return None

@@ -12,13 +12,14 @@ from proctor.judging.equivalence.exact_guards import (
 )
 from proctor.judging.equivalence.guards import (
     alternatives_listed,
+    answer_within_question,
     missing_part,
-    missing_quantities,
     missing_term,
     name_missing,
     nothing_beyond_question,
     other_name,
 )
+from proctor.judging.equivalence.quantity_guard import missing_quantities
 from proctor.judging.equivalence.rules import ENGLISH_RULES, read_pair
 from proctor.judging.equivalence.terms import only_question_overlap
 
@@ -37,6 +38,7 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
         Guard("reference_part_missing", "en", missing_part),
         Guard("reference_name_missing", "en", name_missing, needs_question=True),
         Guard("other_name", "en", other_name, needs_question=True),
+        Guard("answer_within_question", "en", answer_within_question, needs_question=True),
     )
 }
 # Guards a protocol calls itself, outside `veto` (RECKON's unit judging, where the question is known).
@@ -60,7 +62,7 @@ def decide(
     in order; the first sure one decides. With the question, no rule credits an answer whose only overlap
     with the reference is text the question already contains (it may be repeating the question)."""
     _language(RULES, language)
-    pair = read_pair(answer, reference)
+    pair = read_pair(answer, reference, question)
     if pair is None:
         return None
     for rule in RULES[language]:

@@ -99,13 +99,36 @@ def asked(question: str) -> set[str]:
     return names(question, all_capitalised=True) | {stem(w) for w in content_words(question)}
 
 
+# Irregular past forms of common verbs → the verb (the crude stems cannot see "left" in "leaves").
+IRREGULAR_VERBS = {
+    "left": "leave", "kept": "keep", "made": "make", "held": "hold", "built": "build", "sent": "send",
+    "found": "find", "brought": "bring", "taught": "teach", "bought": "buy", "thought": "think",
+    "told": "tell", "sold": "sell", "went": "go", "gone": "go", "ran": "run", "began": "begin",
+    "begun": "begin", "wrote": "write", "written": "write", "gave": "give", "given": "give",
+    "took": "take", "taken": "take", "rose": "rise", "risen": "rise", "fell": "fall", "fallen": "fall",
+    "led": "lead", "paid": "pay", "laid": "lay", "said": "say", "met": "meet", "won": "win",
+    "lost": "lose", "chose": "choose", "chosen": "choose", "drove": "drive", "driven": "drive",
+    "grew": "grow", "grown": "grow", "knew": "know", "known": "know", "spoke": "speak",
+    "spoken": "speak", "stood": "stand", "threw": "throw", "thrown": "throw", "wore": "wear",
+    "worn": "wear", "became": "become", "came": "come", "felt": "feel", "fed": "feed", "fled": "flee",
+    "fought": "fight", "heard": "hear", "hid": "hide", "hidden": "hide", "meant": "mean",
+    "slept": "sleep", "spent": "spend", "stole": "steal", "stolen": "steal", "understood": "understand",
+}  # fmt: skip
+
+
 def said_otherwise(word: str, have: list[str]) -> bool:
     """Whether the answer says a reference word in other words: the word is a compound of answer words
     ("seawater": "water from the sea"), derives from one of at least `_MIN_ROOT` letters ("westerly":
-    "from the west") or shares its root with one (`same_root`: "Mondays", "afloat"). Not a near spelling:
+    "from the west") or shares its root with one (`same_root`: "Mondays", "afloat"), or is an irregular
+    form of the same verb ("left" for "leaves": `IRREGULAR_VERBS`). Not a near spelling:
     "Oakhill" neither composes nor derives "Oakhalt"."""
     roots = [w for w in have if len(w) >= _MIN_ROOT and word.startswith(w) and word != w]
     if roots or any(same_root(word, w) for w in have):
+        return True
+    # An irregular verb form says its verb ("left" and "leaves").
+    base = IRREGULAR_VERBS.get(word, word)
+    verbs = [IRREGULAR_VERBS.get(w, w) for w in have if word in IRREGULAR_VERBS or w in IRREGULAR_VERBS]
+    if any(v == base or same_root(base, v) for v in verbs):
         return True
     words = set(have)
 

@@ -99,6 +99,11 @@ UNITS: tuple[Unit, ...] = (
     Unit("mb", _plural("megabyte"), ("mb",), "data", 1e6),
     Unit("gb", _plural("gigabyte"), ("gb",), "data", 1e9),
     Unit("tb", _plural("terabyte"), ("tb",), "data", 1e12),
+    # Bits are an eighth of a byte ("8 bits" is not "8 bytes"); "Mb" is read as megabytes (case is lost).
+    Unit("bit", _plural("bit"), (), "data", 0.125),
+    Unit("kbit", _plural("kilobit"), ("kbit",), "data", 125.0),
+    Unit("mbit", _plural("megabit"), ("mbit",), "data", 1.25e5),
+    Unit("gbit", _plural("gigabit"), ("gbit",), "data", 1.25e8),
     Unit("kib", _plural("kibibyte"), ("kib",), "data", 2.0**10),
     Unit("mib", _plural("mebibyte"), ("mib",), "data", 2.0**20),
     Unit("gib", _plural("gibibyte"), ("gib",), "data", 2.0**30),
@@ -268,7 +273,8 @@ class UnitTable:
     def numeric_words(self) -> re.Pattern[str]:
         """Words that make an answer numeric without digits: a fraction, a span, a count ("half an hour",
         "within a week", "every other year", "nine hundred")."""
-        spans = [w for u in self.units if u.counted_with_a for w in u.names]
+        # Singular spans only: "an hour" is a number, "a default number of days" is none.
+        spans = [u.names[0] for u in self.units if u.counted_with_a]
         shares = list(self.by_symbol["%"].names) if "%" in self.by_symbol else []
         return re.compile(
             r"\b(?:"

@@ -1,0 +1,126 @@
+"""How often something happens: dose frequencies ("every 8 hours", "q8h", "three times a day", "twice
+daily", "bid") and counted rates ("600 requests per minute", "10 msg/s"), each read as events per second.
+
+Two texts that state the same rate in other words ("twice daily" for "every 12 hours", "10 requests per
+second" for "600 requests per minute") state one fact: the rules compare what is left once the agreeing
+rates are blanked, and the qualifier guard does not take "per minute" against "per second" for a
+contrast there. Two texts that each state rates, none of them equal, state different facts.
+
+What it is sure of: a count of events over a span is exactly that rate ("every 8 hours" is three a day;
+"q8h" is the clinical shorthand for it). A quantity in a unit ("500 mg per day", "41 cm a year") is no
+counted rate: it is a dose or a speed, read by `quantities`. A bare "daily" is once a day.
+"""
+
+from __future__ import annotations
+
+import re
+
+from proctor.judging.equivalence.codes import written_out
+from proctor.judging.equivalence.numbers import NUM, NUMBER_WORD, number
+from proctor.judging.equivalence.units import table
+
+# The spans a rate is counted over, with their length in seconds.
+_SPANS = {
+    "second": 1.0, "sec": 1.0, "s": 1.0, "minute": 60.0, "min": 60.0, "hour": 3600.0, "hr": 3600.0,
+    "h": 3600.0, "day": 86400.0, "d": 86400.0, "week": 604800.0,
+}  # fmt: skip
+_ADVERBS = {"hourly": 3600.0, "daily": 86400.0, "nightly": 86400.0, "weekly": 604800.0}
+_SPAN = r"(?P<span>seconds?|secs?|minutes?|mins?|hours?|hrs?|h|days?|d|weeks?|s)"
+_COUNT = rf"(?P<n>{NUM}|{NUMBER_WORD}|once|twice|thrice)"
+_TIMES = {"once": 1.0, "twice": 2.0, "thrice": 3.0}
+_ABBREVIATED = {"qd": 1.0, "od": 1.0, "bid": 2.0, "tid": 3.0, "qid": 4.0}
+# Order matters: each match is blanked before the next pattern reads the text.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # "q8h", "q 12 h", "q24h": every N hours.
+    ("every", re.compile(r"\bq\s?(?P<n>\d+)\s?h\b")),
+    # "qd", "b.i.d.", "tid": so many a day.
+    ("abbreviated", re.compile(r"(?<![\w.])(?P<abbr>q\.?d|o\.?d|b\.?i\.?d|t\.?i\.?d|q\.?i\.?d)\.?(?![\w])")),
+    # "three times a day", "twice daily", "2x per day", "once every week".
+    (
+        "times",
+        re.compile(
+            rf"\b{_COUNT}(?:\s*(?:times|x))?\s+(?:an?|per|each|every|/)\s*{_SPAN}\b"
+            rf"|\b(?P<n2>{NUM}|{NUMBER_WORD}|once|twice|thrice)(?:\s*(?:times|x))?\s+(?P<adv>hourly|daily|nightly|weekly)\b"
+        ),
+    ),
+    # "every 8 hours", "every 12 h", "at 8-hour intervals", "every hour".
+    ("every", re.compile(rf"\bevery\s+(?:(?P<n>{NUM}|{NUMBER_WORD})\s*)?{_SPAN}\b")),
+    ("every", re.compile(rf"\b(?P<n>{NUM}|{NUMBER_WORD})[\s-]*{_SPAN}(?:ly)?\s+intervals?\b")),
+    # "600 requests per minute", "10 msg/s": a count of things that are no unit.
+    ("counted", re.compile(
+        rf"\b(?P<n>{NUM})\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s*(?:per\s+|an?\s+|each\s+|/\s*){_SPAN}\b"
+    )),
+    ("adverb", re.compile(r"\b(?P<adv>hourly|daily|nightly|weekly)\b")),
+)  # fmt: skip
+
+
+def _span(word: str) -> float:
+    return _SPANS[word.rstrip("s") if word not in _SPANS else word]
+
+
+def _read(kind: str, m: re.Match[str]) -> float | None:
+    """Events per second a match states, None when it is no rate (a unit counted per span)."""
+    if kind == "abbreviated":
+        return _ABBREVIATED[m["abbr"].replace(".", "")] / 86400.0
+    if kind == "adverb":
+        return 1.0 / _ADVERBS[m["adv"]]
+    if kind == "counted" and any(w in table().aliases for w in m["what"].split()):
+        return None  # "500 mg per day" is a dose, "41 cm a year" a speed
+    if kind == "times":
+        raw = m["n"] or m["n2"]
+        count = _TIMES.get(raw) or number(raw) or 0.0
+        return count / (_span(m["span"]) if m["span"] else _ADVERBS[m["adv"]])
+    n = number(m["n"]) if m["n"] else 1.0
+    if not n:
+        return None
+    span = _span(m.groupdict().get("span") or "h")  # "q8h" has its span in the pattern
+    return n / span if kind == "counted" else 1.0 / (span * n)
+
+
+def _scan(text: str) -> tuple[str, list[float]]:
+    """(the text with every rate blanked, the rates it states in events per second)."""
+    t = written_out(text).lower()  # "4k msg/s" as 4000 a second
+    found: list[tuple[int, float]] = []
+    for kind, pattern in _PATTERNS:
+        for m in pattern.finditer(t):
+            if (rate := _read(kind, m)) is not None:
+                found.append((m.start(), rate))
+                t = t[: m.start()] + " " * (m.end() - m.start()) + t[m.end() :]
+    return t, [r for _, r in sorted(found)]
+
+
+def rates(text: str) -> list[float]:
+    """The rates a text states, in events per second, in the order it states them."""
+    return _scan(text)[1]
+
+
+def _equal(x: float, y: float) -> bool:
+    return abs(x - y) <= 1e-6 * max(x, y)
+
+
+def agreeing(answer: str, reference: str) -> tuple[str, str] | None:
+    """(answer, reference) with their rates blanked, when both state rates and every one the answer
+    states is one the reference states and back; else None."""
+    a_text, a_rates = _scan(answer)
+    r_text, r_rates = _scan(reference)
+    if not a_rates or not r_rates:
+        return None
+    if all(any(_equal(x, y) for y in r_rates) for x in a_rates) and all(
+        any(_equal(x, y) for x in a_rates) for y in r_rates
+    ):
+        return a_text, r_text
+    return None
+
+
+def disagreeing(answer: str, reference: str) -> tuple[float, float] | None:
+    """(a rate of the reference, one of the answer) when both state rates and none of the answer's is one
+    of the reference's ("twice daily" for "every 8 hours"); else None."""
+    a_rates, r_rates = rates(answer), rates(reference)
+    if a_rates and r_rates and not any(_equal(x, y) for x in a_rates for y in r_rates):
+        return r_rates[0], a_rates[0]
+    return None
+
+
+def per_day(rate: float) -> str:
+    """A rate as people write a dose frequency: "3 a day"."""
+    return f"{rate * 86400.0:g} a day"
