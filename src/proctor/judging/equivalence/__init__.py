@@ -17,7 +17,7 @@ rules read English only today; another language is another registry entry.
   question states its reference (`states_reference`, used to drop questions that give their answer away);
 * `versions` — version strings, which are not numbers; `identifiers` — code identifiers, compared exactly;
   `qualifiers` — contrastive qualifiers ("TCP"/"UDP", "oral"/"intravenous");
-* `rates` — dose frequencies and counted rates, compared by value;
+* `rates` — dose frequencies and counted rates, compared by value; `polar` — yes/no answers;
 * `rules` — the English rules; `guards` — the English guards; `quantity_guard` — the guard on numbers;
   `exact_guards` — the guards for versions, identifiers and qualifiers; `registry` — `decide` and `veto`.
 """

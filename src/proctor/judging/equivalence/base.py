@@ -44,6 +44,9 @@ class Guard:
     check: Callable[..., RuleDecision | None]
     needs_question: bool = False
     reads_question: bool = False
+    # It looks for parts of the reference: not asked where the answer gives the reference's "yes" or
+    # "no" to a yes/no question (`polar`), whose justification it need not repeat.
+    wants_parts: bool = False
 
     @property
     def doc(self) -> str:

@@ -78,3 +78,15 @@ def written_out(text: str) -> str:
 def _plain(value: float) -> str:
     """Digits without an exponent: 7.5e10 as "75000000000", 0.0012 as "0.0012"."""
     return f"{value:.0f}" if value == int(value) else f"{value:.12f}".rstrip("0")
+
+
+# "1.5 × ULN", "3x MIC", "2 times the ULN": a multiple of a named reference value, not a plain number.
+MULTIPLE = re.compile(
+    rf"(?<![\w.])(?P<num>{_NUM})\s*(?:[×x*]|times)\s*(?:the\s+)?(?P<of>[A-Z]{{2,}}[A-Za-z0-9]*)\b"
+)
+
+
+def multiples(text: str) -> dict[float, str]:
+    """The numbers a text states as multiples of a named value ("≤1.5 × ULN": 1.5 → "ULN"). Such a
+    number's unit is the named value: "1.5 mg/dL" is another quantity."""
+    return {float(m["num"].replace(",", "")): m["of"] for m in MULTIPLE.finditer(text)}

@@ -7,7 +7,14 @@ from __future__ import annotations
 import re
 
 from proctor.judging.equivalence.base import RuleDecision
-from proctor.judging.equivalence.identifiers import dotted_tail, expanded, identifiers, states_identifier
+from proctor.judging.equivalence.identifiers import (
+    aside,
+    dotted_tail,
+    expanded,
+    identifiers,
+    states_identifier,
+    substituted,
+)
 from proctor.judging.equivalence.qualifiers import contradicted
 from proctor.judging.equivalence.terms import content_words
 from proctor.judging.equivalence.versions import states_version, versions
@@ -50,10 +57,14 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
     Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 43/43 alone (3 on
     the prose sets, 40 on the five technical and clinical development sets).
     """
-    if len(reference.split()) > _MAX_REFERENCE_WORDS or dotted_tail(answer, reference, question):
+    if dotted_tail(answer, reference, question):
+        return None
+    if (other := substituted(answer, reference, question)) is not None:
+        return RuleDecision("reference_identifier_missing", f"the answer writes {other[1]}, not {other[0]}")
+    if len(reference.split()) > _MAX_REFERENCE_WORDS:
         return None
     for identifier in identifiers(reference):
-        if question and states_identifier(question, identifier):
+        if (question and states_identifier(question, identifier)) or aside(reference, identifier):
             continue
         if not states_identifier(answer, identifier) and not expanded(answer, identifier):
             if _named_beside(answer, reference, identifier):
@@ -70,10 +81,18 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
 
 
 def _named_beside(answer: str, reference: str, identifier: str) -> bool:
-    """The reference gives the identifier another name in parentheses, or the identifier in parentheses
-    after a name ("LpxC (UDP-3-O-acyl-N-acetylglucosamine deacetylase)"), and the answer writes every
+    """The reference gives the identifier another name after "i.e." ("$TIDEWELL_HOME/conf/broker.toml,
+    i.e. /opt/tidewell/conf/broker.toml") or in parentheses, or the identifier in parentheses after a
+    name ("LpxC (UDP-3-O-acyl-N-acetylglucosamine deacetylase)"), and the answer writes every
     word of that name: it names the same thing by its other name."""
     ident = re.escape(identifier)
+    # "X, i.e. Y": the answer that writes Y names X by its other name.
+    said = re.split(r",?\s*\b(?:i\.e\.|that is,?|or equivalently)\s*", reference, maxsplit=1)
+    if len(said) == 2:
+        other_side = said[1] if identifier in identifiers(said[0]) else said[0]
+        ids = identifiers(other_side)
+        if ids and all(states_identifier(answer, i) for i in ids):
+            return True
     found = re.search(rf"(?<![\w-]){ident}\s*\(([^()]+)\)", reference) or re.search(
         rf"([^()]+?)\s*\(\s*{ident}\s*\)", reference
     )

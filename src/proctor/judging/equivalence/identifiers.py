@@ -79,6 +79,7 @@ def states_identifier(answer: str, identifier: str) -> bool:
 
 
 _INITIALS_WORDS = re.compile(r"[A-Za-z][\w'-]*")
+_SKIPPED = frozenset({"of", "the", "and", "for", "to", "in", "on", "a", "an"})
 
 
 def expanded(answer: str, identifier: str) -> bool:
@@ -96,7 +97,9 @@ def expanded(answer: str, identifier: str) -> bool:
         initials = "".join(w[0].lower() for w in _INITIALS_WORDS.findall(answer))
         # Initials of hyphenated parts count too ("activated partial thromboplastin-time").
         parts = "".join(p[0].lower() for w in _INITIALS_WORDS.findall(answer) for p in w.split("-") if p)
-        if letters in initials or letters in parts:
+        # Acronyms skip short function words ("upper limit of normal" for "ULN").
+        skipping = "".join(w[0].lower() for w in _INITIALS_WORDS.findall(answer) if w.lower() not in _SKIPPED)
+        if letters in initials or letters in parts or letters in skipping:
             return True
     # A code from its first digit on ("CYP3A4": "3A4"), or an activated factor after its letter ("FXIa":
     # "XIa", written after "factor").
@@ -126,7 +129,52 @@ def dotted_tail(answer: str, reference: str, question: str) -> bool:
     head_named = states_identifier(question, m["head"]) or states_identifier(
         question, m["head"].split(".")[-1]
     )
-    return head_named and states_identifier(answer, m["tail"])
+    # The tail alone, not joined to a word by other punctuation ("payments-dlq" is not "payments.dlq").
+    alone = re.search(rf"(?<![\w./-]){re.escape(m['tail'])}(?![\w-])", answer) is not None
+    return head_named and alone and states_identifier(answer, m["tail"])
+
+
+# The kinds of identifier an answer can write in another's place: "--replicas" for "--replication-factor".
+_KINDS = {
+    "flag": re.compile(r"--?[A-Za-z][\w-]*"),
+    "constant": re.compile(_CONSTANT),
+    "dotted": re.compile(_DOTTED),
+}
+# A dotted name that is a file ("broker.toml") is no key.
+_FILE = re.compile(r".*\.(?:toml|ya?ml|json|conf|cfg|ini|log|txt|xml|properties|sh|py)")
+
+
+def kind(identifier: str) -> str:
+    """ "flag", "constant" (an environment variable) or "dotted" (a key), "" for the other identifiers."""
+    if _FILE.fullmatch(identifier):
+        return ""
+    return next((k for k, p in _KINDS.items() if p.fullmatch(identifier)), "")
+
+
+def substituted(answer: str, reference: str, question: str = "") -> tuple[str, str] | None:
+    """(the reference's identifier, the answer's) when the reference writes a flag, environment
+    variable or dotted key the answer does not, and the answer writes another of that kind that neither
+    the reference nor the question writes ("--replicas 3" for "--replication-factor 3"): in a command
+    or a sentence of any length, another identifier of the kind in its place is another setting."""
+    ours = identifiers(reference)
+    theirs = [
+        i for i in identifiers(answer) if kind(i) and i not in ours and not states_identifier(question, i)
+    ]
+    for identifier in ours:
+        if kind(identifier) and not states_identifier(answer, identifier):
+            if question and states_identifier(question, identifier):
+                continue
+            other = next((i for i in theirs if kind(i) == kind(identifier)), None)
+            if other is not None and not aside(reference, identifier):
+                return identifier, other
+    return None
+
+
+def aside(reference: str, identifier: str) -> bool:
+    """The identifier stands only inside parentheses, after a quantity the reference states outside them
+    ("64 KiB (ProducerConfig.setBatchBytes())"): where the value is set, side detail to the answer."""
+    outside = re.sub(r"\((?:[^()]|\([^()]*\))*\)", " ", reference)
+    return bool(re.search(r"\d", outside)) and identifier not in identifiers(outside)
 
 
 def tight_words(text: str) -> list[str]:

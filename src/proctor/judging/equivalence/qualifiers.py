@@ -1,6 +1,6 @@
 """Contrastive qualifiers: words of a closed set whose members exclude each other ("UDP" or "TCP",
 "intravenous" or "oral", "per day" or "per dose", "per second" or "per minute", "once" or "twice" daily,
-"before" or "after"). A reference that names one
+"before" or "after", the same dose or a lower one). A reference that names one
 member and an answer that names another of its set instead ("TCP 7420" for "UDP port 7420") state
 different facts however equal their numbers: `numeric_equivalent` does not credit such an answer and the
 guard `reference_qualifier_contradicted` vetoes it. An answer that names both members ("UDP, not TCP") is
@@ -61,6 +61,13 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"increase": ("increase", "increases", "increased", "raises", "raised", "rises", "boosts", "boosted"),
      "decrease": ("decrease", "decreases", "decreased", "lowers", "lowered", "reduce", "reduces", "reduced",
                   "reduction", "cuts")},
+    # The dose a treatment resumes at: the same, one level lower or higher.
+    {"same dose": (r"(?:the\s+)?same\s+dose", r"unchanged\s+dose", r"full\s+dose",
+                   r"same\s+(?:dose\s+)?level"),
+     "lower dose": (r"(?:next|one)\s+lower", r"lower\s+dose", r"reduced\s+dose", r"dose\s+reduction",
+                    r"(?:dose\s+)?level\s+lower"),
+     "higher dose": (r"(?:next|one)\s+higher", r"higher\s+dose", r"increased\s+dose",
+                     r"(?:dose\s+)?level\s+higher")},
     # The scope a limit holds for: one node's or the whole cluster's.
     {"per node": (rf"{_EACH}\s+(?:node|host|server|instance|broker|replica)",),
      "per cluster": (rf"{_EACH}\s+cluster", "cluster-wide",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 from proctor.judging.equivalence.base import RuleDecision
-from proctor.judging.equivalence.codes import has_power_of_ten
+from proctor.judging.equivalence.codes import has_power_of_ten, multiples
 from proctor.judging.equivalence.dates import clock_times, dates
+from proctor.judging.equivalence.identifiers import expanded, states_identifier
 from proctor.judging.equivalence.numbers import number_mentions
 from proctor.judging.equivalence.quantities import (
     Quantity,
@@ -36,7 +37,7 @@ _NEGATED_NUMBER = re.compile(
 )
 
 
-def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
+def missing_quantities(answer: str, reference: str, question: str = "") -> RuleDecision | None:
     """`reference_quantity_missing`: sure when the answer cannot state the reference's numbers — it states
     no number in any form (no digit, number word, fraction or span) or nothing of the reference's
     dimension, the reference names a year and the answer none or another, the answer states numbers in
@@ -45,7 +46,10 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     use ("€64" for "64 skell"), or the reference writes a date and the answer another date. A date the
     answer writes in another form ("30 June 2025" for "2025-06-30") is no missing number; a power of ten on
     one side only ("75,000 per µL" for "75 × 10⁹/L") is left to the LLM, and so is anything written
-    otherwise (compound number words, other units, "half an hour").
+    otherwise (compound number words, other units, "half an hour"). With the question: sure when every
+    number the answer states is one the question gives and the reference states one it does not ("the
+    threshold set for Day 1" for "9.0 g/dL"). A multiple of a named value ("1.5 × ULN") is no other
+    unit's number: "1.5 mg/dL" for it is vetoed.
 
     Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 230/232 alone
     (0.99); 23/24 behind the LLM (0.96).
@@ -58,6 +62,10 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
             return None
         if not ref_dates & answer_dates:
             return RuleDecision("reference_quantity_missing", "the answer gives another date")
+    # Numbers the answer only repeats from the question say nothing of the reference's (in any notation).
+    given = all_numbers(question) if question else set()
+    if (have := all_numbers(answer)) and have <= given and all_numbers(reference) - given:
+        return RuleDecision("reference_quantity_missing", "the answer states only the question's numbers")
     # A power of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is a conversion the guard does
     # not read: left to the LLM.
     if has_power_of_ten(reference) != has_power_of_ten(answer):
@@ -68,6 +76,8 @@ def missing_quantities(answer: str, reference: str) -> RuleDecision | None:
     if not wanted or (clock_times(reference) and clock_times(answer)):  # "half past six" for 06:30
         return None
     have = all_numbers(answer)
+    if (named := _multiple_in_a_unit(answer, reference)) is not None:
+        return named
     money = _CURRENCY.search(answer)
     if money and not _CURRENCY.search(reference) and all_numbers(reference) & have:
         return RuleDecision(
@@ -212,3 +222,43 @@ def _lacking_among_several(reference: str, wanted: set[float], have: set[float])
             "reference_quantity_missing", f"the answer gives the number the reference rules out, not {shown}"
         )
     return None
+
+
+def multiple_kept(answer: str, reference: str) -> bool:
+    """Every multiple of a named value the reference states ("1.5 × ULN") the answer states with that
+    name, or the name written out ("times the upper limit of normal")."""
+    return all(
+        states_identifier(answer, name) or expanded(answer, name) for name in multiples(reference).values()
+    )
+
+
+def _multiple_in_a_unit(answer: str, reference: str) -> RuleDecision | None:
+    """The reference states a multiple of a named value ("≤1.5 × ULN"); the answer states its number in
+    a unit and does not name the value ("≤1.5 mg/dL"): another quantity."""
+    if multiple_kept(answer, reference):
+        return None
+    for value, name in multiples(reference).items():
+        if any(q.unit and abs(q.value - value) <= 1e-9 * max(1.0, value) for q in quantities(answer)):
+            return RuleDecision(
+                "reference_quantity_missing", f"the reference states {value:g} × {name}; the answer a unit"
+            )
+    return None
+
+
+_THEN = re.compile(r"\bthen\b|\bfollowed by\b|\bafter that\b", re.IGNORECASE)
+
+
+def order_changed(answer: str, reference: str) -> RuleDecision | None:
+    """`reference_order_changed`: sure when reference and answer each order steps ("then", "followed
+    by") and state the same quantities, each as often, in another order ("every 3 months for the first
+    6 months, then every 2 months" for "every 2 months for the first 6 months, then every 3 months"): the
+    schedule is reversed however equal its numbers."""
+    if not (_THEN.search(answer) and _THEN.search(reference)):
+        return None
+    ours = [(round(q.value, 9), q.unit) for q in quantities(reference)]
+    theirs = [(round(q.value, 9), q.unit) for q in quantities(answer)]
+    if len(ours) < 2 or ours == theirs or sorted(ours, key=str) != sorted(theirs, key=str):
+        return None
+    return RuleDecision(
+        "reference_order_changed", "the answer states the reference's quantities in another order"
+    )

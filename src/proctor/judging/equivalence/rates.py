@@ -35,20 +35,22 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("every", re.compile(r"\bq\s?(?P<n>\d+)\s?h\b")),
     # "qd", "b.i.d.", "tid": so many a day.
     ("abbreviated", re.compile(r"(?<![\w.])(?P<abbr>q\.?d|o\.?d|b\.?i\.?d|t\.?i\.?d|q\.?i\.?d)\.?(?![\w])")),
-    # "three times a day", "twice daily", "2x per day", "once every week".
+    # "three times a day", "twice daily", "2x per day", "once every week" (a word before the span stands
+    # apart from it: "7.0 and" is no "7 a day").
     (
         "times",
         re.compile(
-            rf"\b{_COUNT}(?:\s*(?:times|x))?\s+(?:an?|per|each|every|/)\s*{_SPAN}\b"
+            rf"\b{_COUNT}(?:\s*(?:times|x))?\s+(?:(?:an?|per|each|every)\s+|/\s*){_SPAN}\b"
             rf"|\b(?P<n2>{NUM}|{NUMBER_WORD}|once|twice|thrice)(?:\s*(?:times|x))?\s+(?P<adv>hourly|daily|nightly|weekly)\b"
         ),
     ),
     # "every 8 hours", "every 12 h", "at 8-hour intervals", "every hour".
     ("every", re.compile(rf"\bevery\s+(?:(?P<n>{NUM}|{NUMBER_WORD})\s*)?{_SPAN}\b")),
     ("every", re.compile(rf"\b(?P<n>{NUM}|{NUMBER_WORD})[\s-]*{_SPAN}(?:ly)?\s+intervals?\b")),
-    # "600 requests per minute", "10 msg/s": a count of things that are no unit.
+    # "600 requests per minute", "two new connections per second", "10 msg/s": a count of things that
+    # are no unit.
     ("counted", re.compile(
-        rf"\b(?P<n>{NUM})\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s*(?:per\s+|an?\s+|each\s+|/\s*){_SPAN}\b"
+        rf"\b(?P<n>{NUM}|{NUMBER_WORD})\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s*(?:per\s+|an?\s+|each\s+|/\s*){_SPAN}\b"
     )),
     ("adverb", re.compile(r"\b(?P<adv>hourly|daily|nightly|weekly)\b")),
 )  # fmt: skip

@@ -19,7 +19,8 @@ from proctor.judging.equivalence.guards import (
     nothing_beyond_question,
     other_name,
 )
-from proctor.judging.equivalence.quantity_guard import missing_quantities
+from proctor.judging.equivalence.polar import polarity_contradicted, same_polarity
+from proctor.judging.equivalence.quantity_guard import missing_quantities, order_changed
 from proctor.judging.equivalence.rules import ENGLISH_RULES, read_pair
 from proctor.judging.equivalence.terms import only_question_overlap
 
@@ -30,14 +31,18 @@ RULES: dict[str, tuple[Rule, ...]] = {"en": ENGLISH_RULES}
 GUARDS: dict[str, tuple[Guard, ...]] = {
     "en": (
         Guard("alternatives_listed", "en", alternatives_listed),
-        Guard("reference_version_missing", "en", version_missing, reads_question=True),
-        Guard("reference_identifier_missing", "en", identifier_missing, reads_question=True),
+        Guard("polarity_contradicted", "en", polarity_contradicted, needs_question=True),
+        Guard("reference_version_missing", "en", version_missing, reads_question=True, wants_parts=True),
+        Guard(
+            "reference_identifier_missing", "en", identifier_missing, reads_question=True, wants_parts=True
+        ),
         Guard("reference_qualifier_contradicted", "en", qualifier_contradicted, reads_question=True),
-        Guard("reference_quantity_missing", "en", missing_quantities),
-        Guard("reference_term_missing", "en", missing_term),
-        Guard("reference_part_missing", "en", missing_part),
-        Guard("reference_name_missing", "en", name_missing, needs_question=True),
-        Guard("other_name", "en", other_name, needs_question=True),
+        Guard("reference_order_changed", "en", order_changed),
+        Guard("reference_quantity_missing", "en", missing_quantities, reads_question=True, wants_parts=True),
+        Guard("reference_term_missing", "en", missing_term, wants_parts=True),
+        Guard("reference_part_missing", "en", missing_part, wants_parts=True),
+        Guard("reference_name_missing", "en", name_missing, needs_question=True, wants_parts=True),
+        Guard("other_name", "en", other_name, needs_question=True, wants_parts=True),
         Guard("answer_within_question", "en", answer_within_question, needs_question=True),
     )
 }
@@ -77,10 +82,12 @@ def veto(
     answer: str, reference: str, question: str = "", language: str = DEFAULT_LANGUAGE
 ) -> RuleDecision | None:
     """The guards after an LLM "correct": the first that is sure, meaning "incorrect"; None when the LLM's
-    verdict stands. The guards that need the question run only with it."""
+    verdict stands. The guards that need the question run only with it; those that look for parts of the
+    reference not where the answer gives the reference's "yes" or "no" to a yes/no question (`polar`)."""
     _language(GUARDS, language)
+    answered = bool(question) and same_polarity(answer, reference, question)
     for guard in GUARDS[language]:
-        if guard.needs_question and not question:
+        if (guard.needs_question and not question) or (guard.wants_parts and answered):
             continue
         reads = guard.needs_question or guard.reads_question
         args = (answer, reference, question) if reads else (answer, reference)

@@ -8,10 +8,16 @@ from dataclasses import dataclass
 from proctor.judging.equivalence.base import Rule, RuleDecision
 from proctor.judging.equivalence.dates import clock_times, date, dates, hhmm, ratio
 from proctor.judging.equivalence.guards import MAX_PART_WORDS, missing_part
-from proctor.judging.equivalence.identifiers import identifiers, states_identifier, written_as_reference
+from proctor.judging.equivalence.identifiers import (
+    aside,
+    identifiers,
+    states_identifier,
+    written_as_reference,
+)
 from proctor.judging.equivalence.numbers import NUM, number, stated_numbers
 from proctor.judging.equivalence.qualifiers import contradicted
 from proctor.judging.equivalence.quantities import Quantity, quantities, same
+from proctor.judging.equivalence.quantity_guard import multiple_kept
 from proctor.judging.equivalence.rates import agreeing
 from proctor.judging.equivalence.terms import (
     ALTERNATIVES,
@@ -120,10 +126,13 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     percentages, a unit) and the answer states that quantity, converted between units of one dimension
     within 2 % if need be, and no other; or the reference states several and the answer the same ones in
     the same order and no other ("about 39 feet wide by 13 feet high" for "12 metres wide and 4 metres
-    high"). Not when the answer negates, or lacks a listed part ("six rowers" for "six rowers and a
-    steerer"), or names a qualifier that contrasts with the reference's ("TCP 7420" for "UDP port 7420",
-    "per cluster" for "per node"; the question's where the reference names none: `qualifiers`),
-    or lacks one of its identifiers, or writes a decimal of the reference with other places ("2.10" for
+    high"); a reference that states one amount in several units ("168 hours (7 days)") states one
+    quantity ("One week"). Not when the answer negates, or lacks a listed part ("six rowers" for "six
+    rowers and a steerer"), or names a qualifier that contrasts with the reference's ("TCP 7420" for "UDP
+    port 7420", "per cluster" for "per node"; the question's where the reference names none:
+    `qualifiers`), or lacks one of its identifiers (not one in parentheses after a quantity:
+    `identifiers.aside`), or states a multiple of a named value without the name ("1.5 mg/dL" for "1.5 ×
+    ULN"), or writes a decimal of the reference with other places ("2.10" for
     "2.1": a version, perhaps). Version strings are no quantities (`versions`). Against a bare count ("3"),
     a quantity of a measured dimension beside the count is side detail ("Three missed heartbeats, which is
     45 s"), not another number. A rate stated in other words ("twice daily" for "every 12 hours", "q8h",
@@ -136,6 +145,9 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
         # The same rate in other words ("twice daily" for "every 12 hours"): compare the rest.
         q_a, q_r = quantities(blanked[0]), quantities(blanked[1])
         kind = "quantity" if len(q_r) == 1 else "quantities"
+    if kind == "quantities" and q_r and q_r[0].unit and all(same(q, q_r[0]) for q in q_r[1:]):
+        # One amount in several units ("168 hours (7 days)"): the answer may state it in any.
+        kind = "quantity"
     plain = normalize_answer(NOT_NEGATIONS.sub(" ", p.answer))
     if kind == "quantity":
         matches = bool(q_a) and all(same(q, q_r[0]) for q in _counts_if_count(q_a, q_r[0]))
@@ -146,8 +158,9 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
         and not negated_anywhere(plain)
         and missing_part(p.answer, p.reference) is None
         and contradicted(p.answer, p.reference, p.question) is None
-        and all(states_identifier(p.answer, i) for i in identifiers(p.reference))
+        and all(states_identifier(p.answer, i) or aside(p.reference, i) for i in identifiers(p.reference))
         and not _decimal_written_otherwise(p.answer, p.reference)
+        and multiple_kept(p.answer, p.reference)
     ):
         shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r) or "the same rate"
         return RuleDecision("numeric_equivalent", shown)
