@@ -33,6 +33,8 @@ def test_the_reference_s_yes_need_not_repeat_its_justification() -> None:
     assert _veto("Yes.", _UPGRADE_REF, _UPGRADE) is None
     # Without the question nothing says "yes" answers it: the version guard still asks for 4.2.x.
     assert _veto("Yes.", _UPGRADE_REF) == "reference_version_missing"
+    # A justification of its own is checked.
+    assert _veto("Yes, from 4.0.x.", _UPGRADE_REF, _UPGRADE) == "reference_version_missing"
 
 
 def test_the_other_word_to_a_yes_no_question_is_vetoed() -> None:
@@ -94,6 +96,8 @@ def test_numbers_taken_only_from_the_question_state_nothing() -> None:
     answer = "The platelet count required on Day 15 is the threshold set for that day."
     assert _veto(answer, "100 ×10⁹/L", question) == "reference_quantity_missing"
     assert _veto(answer, "100 ×10⁹/L") is None  # without the question the 15 is a number
+    # The reference's quantity written otherwise is stated, whatever else repeats the question.
+    assert _veto("A week after Day 1.", "7 days", "When is the Day 1 dose repeated?") is None
 
 
 def test_one_amount_in_several_units_is_one_quantity() -> None:

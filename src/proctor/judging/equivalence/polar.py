@@ -1,7 +1,8 @@
 """Yes/no questions: a reference that opens with "Yes" or "No" answers it, and what follows is its
 justification ("Yes; in-place upgrades are supported from 3.6.x and 3.7.x"). An answer that opens with the
-same word has answered; the guards that look for the reference's parts (versions, identifiers, numbers,
-terms) do not ask it to repeat the justification (`registry.veto`). An answer that opens with the other
+same word and gives no justification of its own (no number, version or identifier beyond the question's)
+has answered; the guards that look for the reference's parts (versions, identifiers, numbers, terms) do
+not ask it to repeat the reference's justification (`registry.veto`). An answer that opens with the other
 word contradicts the reference (`polarity_contradicted`).
 
 What it is sure of: the question opens with an auxiliary verb ("Is", "Can", "Does" …), so "yes" or "no"
@@ -13,6 +14,9 @@ from __future__ import annotations
 import re
 
 from proctor.judging.equivalence.base import RuleDecision
+from proctor.judging.equivalence.identifiers import identifiers, states_identifier
+from proctor.judging.equivalence.quantities import all_numbers
+from proctor.judging.equivalence.versions import versions
 
 _POLAR_QUESTION = re.compile(
     r"\s*(?:is|are|was|were|can|could|does|do|did|will|would|should|must|may|has|have|had)\b", re.IGNORECASE
@@ -28,9 +32,16 @@ def polarity(text: str, question: str) -> str | None:
 
 
 def same_polarity(answer: str, reference: str, question: str) -> bool:
-    """The answer opens with the reference's "yes" or "no" to a yes/no question."""
+    """The answer opens with the reference's "yes" or "no" to a yes/no question and gives no
+    justification of its own that the guards could check: no number, version or identifier beyond the
+    question's ("Yes, from 3.5.x" is checked)."""
     said = polarity(reference, question)
-    return said is not None and polarity(answer, question) == said
+    if said is None or polarity(answer, question) != said:
+        return False
+    new_numbers = all_numbers(answer) - all_numbers(question)
+    new_versions = set(versions(answer)) - set(versions(question))
+    new_ids = [i for i in identifiers(answer) if not states_identifier(question, i)]
+    return not (new_numbers or new_versions or new_ids)
 
 
 def polarity_contradicted(answer: str, reference: str, question: str) -> RuleDecision | None:

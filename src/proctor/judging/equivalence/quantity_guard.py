@@ -62,9 +62,15 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
             return None
         if not ref_dates & answer_dates:
             return RuleDecision("reference_quantity_missing", "the answer gives another date")
-    # Numbers the answer only repeats from the question say nothing of the reference's (in any notation).
+    # Numbers the answer only repeats from the question say nothing of the reference's (in any notation),
+    # unless one is the reference's quantity written otherwise ("a week" for "7 days").
     given = all_numbers(question) if question else set()
-    if (have := all_numbers(answer)) and have <= given and all_numbers(reference) - given:
+    if (
+        (have := all_numbers(answer))
+        and have <= given
+        and all_numbers(reference) - given
+        and not any(same(q, r) for q in quantities(answer) for r in quantities(reference) if r.unit)
+    ):
         return RuleDecision("reference_quantity_missing", "the answer states only the question's numbers")
     # A power of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is a conversion the guard does
     # not read: left to the LLM.
