@@ -69,3 +69,11 @@ def test_the_quantity_guard_reads_a_ratio_numerator_and_a_thousands_suffix() -> 
     assert _veto("0.25 mg per mL.", "250 µg", question) is None
     assert _veto("450K IOPS (4 KiB random read)", "450,000 IOPS at 4 KiB", "What IOPS rating?") is None
     assert _veto("450 IOPS (4 KiB random read)", "450,000 IOPS at 4 KiB", "What IOPS rating?") is not None
+
+
+def test_the_qualifier_guard_vetoes_a_member_the_question_asks_for_and_the_answer_drops() -> None:
+    question = "Which protocol and port does the cluster heartbeat use?"
+    assert _veto("Port 7411.", "UDP 7411", question) == "reference_qualifier_contradicted"
+    assert _veto("UDP port 7411.", "UDP 7411", question) is None
+    # Not asked by name: a shorter answer may leave the protocol out.
+    assert _veto("Port 7411.", "UDP 7411", "Which port does the heartbeat use?") is None

@@ -112,6 +112,31 @@ def dropped(answer: str, reference: str) -> str | None:
     return None
 
 
+# What a question calls a contrast when it asks for one of its members: a member of the contrast → the
+# question's words ("Which protocol and port …?" asks for TCP or UDP).
+ASKED_AS: Mapping[str, str] = {
+    "tcp": r"\bprotocols?\b",
+    "oral": r"\broutes?\b",
+    "daily": r"\bhow often\b|\bfrequency\b",
+}
+_ASKED = tuple(
+    (next(i for i, c in enumerate(CONTRASTS) if member in c), re.compile(words, re.IGNORECASE))
+    for member, words in ASKED_AS.items()
+)
+
+
+def asked_and_dropped(answer: str, reference: str, question: str) -> str | None:
+    """The member of a contrast the question asks for by its name ("Which protocol …?"), the reference
+    names, and the answer names none of ("Port 7411" for "UDP 7411"); else None."""
+    if (blanked := agreeing(answer, reference)) is not None:
+        answer, reference = blanked
+    ref_named, ans_named = named(reference), named(answer)
+    for index, words in _ASKED:
+        if words.search(question) and ref_named[index] and not ans_named[index]:
+            return sorted(ref_named[index])[0]
+    return None
+
+
 def contradicted(answer: str, reference: str, question: str = "") -> tuple[str, str] | None:
     """(the reference's member, the answer's other member) when the reference names exactly one member
     of a contrast and the answer names another member of it and not the reference's; else None. Where
