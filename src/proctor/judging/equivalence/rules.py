@@ -101,7 +101,7 @@ def same_time(p: Pair) -> RuleDecision | None:
     the answer contrasts with the reference's ("Daily at 02:00" for "Weekly, Sunday at 02:00") or the
     answer names no member of a contrast the reference names (`qualifiers.dropped`).
 
-    Measured precision (`bench/rule_precision.py`, six label sets): 3/3.
+    Measured precision (`bench/rule_precision.py`, fifteen sets): 4/4.
     """
     times_a = clock_times(p.answer)
     if (
@@ -150,7 +150,7 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     fact beyond its number), or when the answer states the number bare and names another unit of the
     reference's dimension apart from it ("30, measured in milliseconds" for "30 seconds").
 
-    Measured precision (`bench/rule_precision.py`, twelve sets): 250/251 (0.996).
+    Measured precision (`bench/rule_precision.py`, fifteen sets): 282/283 (0.997).
     """
     q_r, q_a, kind = p.ref_quantities, quantities(p.answer), p.kind
     if (blanked := agreeing(p.answer, p.reference)) is not None:
