@@ -16,6 +16,7 @@ from proctor.judging.equivalence.rates import agreeing, disagreeing, per_day
 
 # "per day", "each day", "every day", "once a day", "3 times a day", "/day" — not "in a day", "an hour".
 _EVERY = r"(?:per|each|every|(?:once|twice|thrice|times)\s+an?|/)"
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"  # "every Sunday" is weekly
 # "per node", "for each host".
 _EACH = r"(?:per|each|every)"
 # A period after a count of doses ("twice daily", "3 times a day", "once per week").
@@ -24,7 +25,8 @@ _A_PERIOD = r"(?=\s+(?:an?|per|each|every|daily|nightly|weekly|monthly|yearly|ho
 CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"tcp": ("tcp",), "udp": ("udp",)},
     {"ipv4": ("ipv4", r"ip\s+v4"), "ipv6": ("ipv6", r"ip\s+v6")},
-    {"http": ("http",), "https": ("https",)},
+    # "HTTP 503" names a status code, not the protocol as against HTTPS.
+    {"http": (r"http(?!\s+[1-5]\d\d\b)",), "https": ("https",)},
     {"read": ("read", "reads", "read-only"), "write": ("write", "writes", "write-only")},
     {"inbound": ("inbound", "ingress"), "outbound": ("outbound", "egress")},
     {
@@ -41,7 +43,7 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
         "per minute": (rf"{_EVERY}\s*minute", r"/\s*min"),
         "hourly": ("hourly", rf"{_EVERY}\s*hour", r"/\s*h", r"/\s*hr"),
         "daily": ("daily", rf"{_EVERY}\s*day", "nightly", r"/\s*d"),
-        "weekly": ("weekly", rf"{_EVERY}\s*week"),
+        "weekly": ("weekly", rf"{_EVERY}\s*week", rf"every\s+{_WEEKDAY}"),
         "monthly": ("monthly", rf"{_EVERY}\s*month"),
         "yearly": ("yearly", "annually", rf"{_EVERY}\s*year"),
         "per dose": (r"per\s+dose", r"each\s+dose", r"a\s+dose"),
@@ -55,9 +57,13 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
         ),
         "four times": (rf"(?:four|4)\s*(?:times|x){_A_PERIOD}", "qid", "q\\.i\\.d\\."),
     },
-    {"minimum": ("minimum", "at least", "lowest"), "maximum": ("maximum", "at most", "highest")},
+    {"minimum": ("minimum", "at least", "lowest", r"no\s+(?:less|fewer|earlier|sooner)\s+than"),
+     "maximum": ("maximum", "at most", "highest", r"(?:no|not)\s+more\s+than")},
     {"before": ("before", "prior to"), "after": ("after", "following")},
     {"systolic": ("systolic",), "diastolic": ("diastolic",)},
+    # When a concentration is measured: before the next dose (its lowest) or after one (its highest).
+    {"trough": ("trough", "pre-dose", "predose", r"c\s?min"),
+     "peak": ("peak", "post-dose", "postdose", r"c\s?max")},
     {"increase": ("increase", "increases", "increased", "raises", "raised", "rises", "boosts", "boosted"),
      "decrease": ("decrease", "decreases", "decreased", "lowers", "lowered", "reduce", "reduces", "reduced",
                   "reduction", "cuts")},
@@ -90,6 +96,45 @@ def named(text: str) -> list[set[str]]:
     """For each contrast, the members a text names."""
     t = _HALF_AN_HOUR.sub(" ", text.lower())
     return [{m for m, p in patterns.items() if p.search(t)} for patterns in _PATTERNS]
+
+
+def dropped(answer: str, reference: str) -> str | None:
+    """The member of a contrast the reference names and the answer names none of ("UDP 7411" for "Port
+    7411", "Weekly, Sunday at 02:00" for "at 02:00"), else None. Such an answer may state the same
+    number for another protocol or period: the rules leave it to the LLM (no guard vetoes it: the
+    answer may simply be shorter). Rates that agree ("10 per second" for "600 per minute") are blanked
+    first."""
+    if (blanked := agreeing(answer, reference)) is not None:
+        answer, reference = blanked
+    for ref_members, ans_members in zip(named(reference), named(answer), strict=True):
+        if ref_members and not ans_members:
+            return sorted(ref_members)[0]
+    return None
+
+
+# What a question calls a contrast when it asks for one of its members: a member of the contrast → the
+# question's words ("Which protocol and port …?" asks for TCP or UDP).
+ASKED_AS: Mapping[str, str] = {
+    "tcp": r"\bprotocols?\b",
+    "oral": r"\broutes?\b",
+    "daily": r"\bhow often\b|\bfrequency\b",
+}
+_ASKED = tuple(
+    (next(i for i, c in enumerate(CONTRASTS) if member in c), re.compile(words, re.IGNORECASE))
+    for member, words in ASKED_AS.items()
+)
+
+
+def asked_and_dropped(answer: str, reference: str, question: str) -> str | None:
+    """The member of a contrast the question asks for by its name ("Which protocol …?"), the reference
+    names, and the answer names none of ("Port 7411" for "UDP 7411"); else None."""
+    if (blanked := agreeing(answer, reference)) is not None:
+        answer, reference = blanked
+    ref_named, ans_named = named(reference), named(answer)
+    for index, words in _ASKED:
+        if words.search(question) and ref_named[index] and not ans_named[index]:
+            return sorted(ref_named[index])[0]
+    return None
 
 
 def contradicted(answer: str, reference: str, question: str = "") -> tuple[str, str] | None:

@@ -15,7 +15,7 @@ from proctor.judging.equivalence.identifiers import (
     written_as_reference,
 )
 from proctor.judging.equivalence.numbers import NUM, number, stated_numbers
-from proctor.judging.equivalence.qualifiers import contradicted
+from proctor.judging.equivalence.qualifiers import contradicted, dropped
 from proctor.judging.equivalence.quantities import Quantity, quantities, same
 from proctor.judging.equivalence.quantity_guard import multiple_kept
 from proctor.judging.equivalence.rates import agreeing
@@ -97,12 +97,20 @@ def same_date(p: Pair) -> RuleDecision | None:
 
 def same_time(p: Pair) -> RuleDecision | None:
     """Sure: every time of day the answer states can be the reference's ("06:30" = "half past six in the
-    morning"; without am/pm either reading counts), and nothing in it is negated.
+    morning"; without am/pm either reading counts), and nothing in it is negated. Not when a qualifier of
+    the answer contrasts with the reference's ("Daily at 02:00" for "Weekly, Sunday at 02:00") or the
+    answer names no member of a contrast the reference names (`qualifiers.dropped`).
 
-    Measured precision (`bench/rule_precision.py`, six label sets): 3/3.
+    Measured precision (`bench/rule_precision.py`, fifteen sets): 4/4.
     """
     times_a = clock_times(p.answer)
-    if times_a and all(t & p.ref_times[0] for t in times_a) and not negated_anywhere(p.a):
+    if (
+        times_a
+        and all(t & p.ref_times[0] for t in times_a)
+        and not negated_anywhere(p.a)
+        and contradicted(p.answer, p.reference, p.question) is None
+        and dropped(p.answer, p.reference) is None
+    ):
         return RuleDecision("same_time", " or ".join(hhmm(v) for v in sorted(p.ref_times[0])))
     return None
 
@@ -137,8 +145,12 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     a quantity of a measured dimension beside the count is side detail ("Three missed heartbeats, which is
     45 s"), not another number. A rate stated in other words ("twice daily" for "every 12 hours", "q8h",
     "10 per second" for "600 per minute": `rates`) is the same rate; the rest is compared without it.
+    Not either when the answer names no member of a contrast the reference names ("Port 7411" for "UDP
+    7411": `qualifiers.dropped`), when the reference negates something ("128 KiB; not configurable": a
+    fact beyond its number), or when the answer states the number bare and names another unit of the
+    reference's dimension apart from it ("30, measured in milliseconds" for "30 seconds").
 
-    Measured precision (`bench/rule_precision.py`, twelve sets): 250/251 (0.996).
+    Measured precision (`bench/rule_precision.py`, fifteen sets): 282/283 (0.997).
     """
     q_r, q_a, kind = p.ref_quantities, quantities(p.answer), p.kind
     if (blanked := agreeing(p.answer, p.reference)) is not None:
@@ -158,6 +170,9 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
         and not negated_anywhere(plain)
         and missing_part(p.answer, p.reference) is None
         and contradicted(p.answer, p.reference, p.question) is None
+        and dropped(p.answer, p.reference) is None
+        and not _reference_negates(p.reference)
+        and not _other_unit_named(p.answer, q_a, q_r)
         and all(states_identifier(p.answer, i) or aside(p.reference, i) for i in identifiers(p.reference))
         and not _decimal_written_otherwise(p.answer, p.reference)
         and multiple_kept(p.answer, p.reference)
@@ -165,6 +180,34 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
         shown = ", ".join(f"{q.value:g} {q.unit or ''}".strip() for q in q_r) or "the same rate"
         return RuleDecision("numeric_equivalent", shown)
     return None
+
+
+def _reference_negates(reference: str) -> bool:
+    """The reference negates something ("128 KiB; not configurable"): it states a fact beyond its numbers
+    that the rule cannot check; "no more than 4 g" is a bound, not a negation."""
+    return negated_anywhere(normalize_answer(NOT_NEGATIONS.sub(" ", reference)))
+
+
+def _other_unit_named(answer: str, stated: list[Quantity], wanted: list[Quantity]) -> bool:
+    """The answer names a unit of a reference quantity's dimension that is neither the reference's unit
+    nor the unit of one of its own quantities ("defaults to 30, measured in milliseconds" for "30
+    seconds"): its bare number may be in that unit."""
+    convert, aliases = table().convert, table().aliases
+    dims = {convert[q.unit][0]: q.unit for q in wanted if q.unit in convert}
+    if not any(q.unit is None for q in stated):
+        return False  # every number of the answer carries its unit
+    own = {q.unit for q in stated}
+    words = re.findall(r"[a-zµμ]+", answer.lower())
+    for w in words:
+        unit = aliases.get(w)
+        if (
+            unit in convert
+            and unit not in own
+            and convert[unit][0] in dims
+            and dims[convert[unit][0]] != unit
+        ):
+            return True
+    return False
 
 
 def _counts_if_count(stated: list[Quantity], wanted: Quantity) -> list[Quantity]:
