@@ -45,6 +45,10 @@ OPTION_FAILURES = frozenset({"options_repeat", "distractor_closer_to_source", "t
 QUESTION_FAILURES = frozenset({"answer_in_question", "not_self_contained"})
 REPAIRABLE = OPTION_FAILURES | QUESTION_FAILURES
 KEY_STANDS_OUT = "key_stands_out"
+# Failures whose repair prompt lists no options (neither kept nor removed): asked for options unlike the
+# ones it has (not in the text, or as long as the key), a small examiner copied the listed ones back
+# instead, so no such repair ever added an option. The filters still catch a repeat.
+UNLISTED_FAILURES = frozenset({"distractor_closer_to_source", KEY_STANDS_OUT})
 
 
 class ExamRepair(Payload):
@@ -206,13 +210,14 @@ async def repair_drafts(
                 draft_key=d.key, failure=call.failure, attempt=call.attempt, question=str(new or "")
             )
         n = replacements_wanted(d, call.failure, cfg)
+        listed = call.failure not in UNLISTED_FAILURES
         messages = render_messages(
             PROMPT,
             passage=call.passage,
             question=d.question,
             correct=d.correct,
-            kept=d.distractors,
-            rejected=list(dict.fromkeys(d.rejected))[:6],
+            kept=d.distractors if listed else [],
+            rejected=list(dict.fromkeys(d.rejected))[:6] if listed else [],
             failure=call.failure,
             correct_words=len(words(d.correct)),
             n=n,
