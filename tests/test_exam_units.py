@@ -459,6 +459,19 @@ def test_questions_worded_alike_with_different_answers_are_both_kept() -> None:
     ]
 
 
+def test_repair_prompts_list_options_only_where_the_examiner_does_not_copy_them_back() -> None:
+    from proctor.protocols.exam.repair import repair_messages
+
+    d = _draft("Who was the first Reeve of Corby Sett?", "Cathal Brisk", ["Josias Venn", "Ambrose Tellwyn"])
+    d.rejected = ["Marra Obdeen"]
+    repeat = repair_messages(d, "options_repeat", "Passage.", 1)[-1]["content"]
+    assert "- Josias Venn" in repeat and "Marra Obdeen" in repeat
+    for failure in ("distractor_closer_to_source", "key_stands_out"):
+        text = repair_messages(d, failure, "Passage.", 3)[-1]["content"]
+        assert not any(x in text for x in ("Josias Venn", "Ambrose Tellwyn", "Marra Obdeen")), failure
+        assert "Write 3 new wrong answers" in text
+
+
 # --- balancing and shuffling --------------------------------------------------------------------
 
 

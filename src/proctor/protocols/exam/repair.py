@@ -107,6 +107,23 @@ def replacements_wanted(d: Draft, failure: str, cfg: Config) -> int:
     return max(1, min(cfg.distractors, max(missing, len(d.rejected))))
 
 
+def repair_messages(d: Draft, failure: str, passage: str, n: int) -> list[Message]:
+    """The prompt asking for `n` new options for `d`; the options it has and had are listed unless the
+    failure is one of `UNLISTED_FAILURES`."""
+    listed = failure not in UNLISTED_FAILURES
+    return render_messages(
+        PROMPT,
+        passage=passage,
+        question=d.question,
+        correct=d.correct,
+        kept=d.distractors if listed else [],
+        rejected=list(dict.fromkeys(d.rejected))[:6] if listed else [],
+        failure=failure,
+        correct_words=len(words(d.correct)),
+        n=n,
+    )
+
+
 def rewrite_messages(d: Draft, failure: str, passage: str, leaked: list[str]) -> list[Message]:
     """System + one worked rewrite (a user turn on an unrelated passage and the ideal reply) + the real
     request. Without the example, a small examiner tends to hand the question back unchanged."""
@@ -210,18 +227,7 @@ async def repair_drafts(
                 draft_key=d.key, failure=call.failure, attempt=call.attempt, question=str(new or "")
             )
         n = replacements_wanted(d, call.failure, cfg)
-        listed = call.failure not in UNLISTED_FAILURES
-        messages = render_messages(
-            PROMPT,
-            passage=call.passage,
-            question=d.question,
-            correct=d.correct,
-            kept=d.distractors if listed else [],
-            rejected=list(dict.fromkeys(d.rejected))[:6] if listed else [],
-            failure=call.failure,
-            correct_words=len(words(d.correct)),
-            n=n,
-        )
+        messages = repair_messages(d, call.failure, call.passage, n)
         c = await examiner.generate(
             messages, json_schema=repair_schema(n), temperature=temperature, seed=seed, max_tokens=budget
         )
