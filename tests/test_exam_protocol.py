@@ -714,3 +714,60 @@ def test_top_up_stops_at_twice_num_questions_and_says_so(exam_config: Path, tmp_
     assert ex["planned"] == 8 and ex["kept"] == 2
     assert _fresh_examiner_calls(result.run_dir) == 8
     assert any("short of num_questions 4, after 8 asked" in w for w in result.summary["warnings"])
+
+
+def _generation_prompts(run_dir: Path) -> list[str]:
+    """The user prompts of the run's examiner calls that wrote questions (read through the store)."""
+    from proctor import load_run
+
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    keys = [k for (k,) in con.execute("SELECT key FROM items WHERE kind = 'exam_draft' ORDER BY seq")]
+    with load_run(run_dir) as run:
+        return [c.messages[-1].content for k in keys for c in run.transcripts(k) if c.messages]
+
+
+def test_a_top_up_round_lists_the_passage_questions_and_gets_new_facts(
+    exam_config: Path, tmp_path: Path
+) -> None:
+    # One question per call, the passage's first fact; the harbour's and canal's point at "the text"
+    # (dropped, no repair), so round 1 keeps 2 of the 4 wanted. Asked a passage again, this examiner (like a
+    # small one at temperature 0) writes the same question, unless the prompt lists the questions already
+    # asked: then it asks about the first fact not listed. The top-up round reaches the target only so.
+    _exam_only(exam_config, "  num_questions: 4\n  questions_per_call: 1\n")
+    exam_config.write_text(exam_config.read_text().replace("  top_up: false\n", ""))
+    real = examiner
+
+    def first_fact_not_asked(messages, params):
+        text = messages[-1]["content"]
+        if "multiple-choice question" not in text:
+            return real(messages, params)
+        passage = text.split('"""', 2)[1]
+        facts = next(f for f in FACTS.values() if f[0][0] in passage)
+        listed = (
+            re.findall(r"^  - (.+)$", text.split("already asked", 1)[1], re.M)
+            if "already asked" in text
+            else []
+        )
+        subj, attr, val, wrong = next(f for f in facts if not any(f[1] in q for q in listed))
+        q = f"What is the {attr} of {subj}?"
+        if not listed and subj in ("Velmora harbour", "Tarn canal"):
+            q = f"According to the text, what is the {attr} of {subj}?"
+        item = {"question": q, "correct_answer": val, "distractors": wrong, "rationale": "-"}
+        return json.dumps({"questions": [item]})
+
+    register_script("exam-examiner", first_fact_not_asked)
+    try:
+        result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    finally:
+        register_script("exam-examiner", real)
+    ex = result.summary["exam"]
+    assert [(r["asked"], r["kept"]) for r in ex["rounds"]] == [(4, 2), (8, 6)]
+    second = [p for p in _generation_prompts(result.run_dir) if "this is set 2" in p]
+    assert len(second) == 4
+    moot = next(p for p in second if "Moot of Forty" in p.split('"""', 2)[1])
+    listed = re.findall(r"^  - (.+)$", moot.split("already asked", 1)[1], re.M)
+    assert listed == ["What is the quorum of Moot of Forty?"]  # its own passage's question only
+    first = [p for p in _generation_prompts(result.run_dir) if "this is set" not in p]
+    assert first and not any("already asked" in p for p in first)
+    exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
+    assert "What is the meeting hall of Moot of Forty?" in {q["question"] for q in exam}

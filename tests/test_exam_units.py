@@ -429,6 +429,49 @@ def test_near_duplicates() -> None:
     assert near_duplicates(qs, emb, 0.9) == [False, True, False, True]
 
 
+def test_questions_worded_alike_with_different_answers_are_both_kept() -> None:
+    # Three stems an embedder puts together: two ask different facts (different years), the third asks
+    # the first one's fact again ("1742" and "in 1742" repeat each other as options would).
+    founded, opened, again = (
+        "In which year was Velmora harbour founded?",
+        "In which year was Velmora harbour opened?",
+        "When was Velmora harbour founded?",
+    )
+    alike = {founded, opened, again}
+    cfg = Config(filters=FilterConfig(distractor_source_margin=None), balance={"drop_length_cues": False})
+    drafts = [
+        Draft(f"k{i}", q, a, ["1790", "1688", "1815"], "r", "c1", "d1", "doc.md")
+        for i, (q, a) in enumerate([(founded, "1742"), (opened, "1761"), (again, "in 1742")])
+    ]
+    emb = Embeddings(FakeEmbedder([alike]))
+    exam, stats = assemble_exam(
+        drafts, cfg, emb, {}, np.random.default_rng(0), generator="g", prompt_version="v"
+    )
+    assert [q.question for q in exam] == [founded, opened]
+    assert stats.filtered == {"near_duplicate": 1}
+    # The same words are a repeat whatever the answer (one of the two answers is wrong), even when the
+    # first of them was itself dropped as a duplicate.
+    qs = [founded, again, again]
+    assert near_duplicates(qs, emb, 0.9, answers=["1742", "1742", "1761"], cfg=cfg.filters) == [
+        False,
+        True,
+        True,
+    ]
+
+
+def test_repair_prompts_list_options_only_where_the_examiner_does_not_copy_them_back() -> None:
+    from proctor.protocols.exam.repair import repair_messages
+
+    d = _draft("Who was the first Reeve of Corby Sett?", "Cathal Brisk", ["Josias Venn", "Ambrose Tellwyn"])
+    d.rejected = ["Marra Obdeen"]
+    repeat = repair_messages(d, "options_repeat", "Passage.", 1)[-1]["content"]
+    assert "- Josias Venn" in repeat and "Marra Obdeen" in repeat
+    for failure in ("distractor_closer_to_source", "key_stands_out"):
+        text = repair_messages(d, failure, "Passage.", 3)[-1]["content"]
+        assert not any(x in text for x in ("Josias Venn", "Ambrose Tellwyn", "Marra Obdeen")), failure
+        assert "Write 3 new wrong answers" in text
+
+
 # --- balancing and shuffling --------------------------------------------------------------------
 
 

@@ -206,7 +206,13 @@ def assemble_exam(
             filtered[d.reason] = filtered.get(d.reason, 0) + 1
         else:
             survivors.append(d)
-    dup = near_duplicates([d.question for d in survivors], emb, cfg.filters.duplicate_cosine)
+    dup = near_duplicates(
+        [d.question for d in survivors],
+        emb,
+        cfg.filters.duplicate_cosine,
+        answers=[d.correct for d in survivors],
+        cfg=cfg.filters,
+    )
     if any(dup):
         filtered["near_duplicate"] = sum(dup)
     survivors = [d for d, is_dup in zip(survivors, dup, strict=True) if not is_dup]

@@ -93,8 +93,9 @@ class FilterConfig(Strict):
         0.92,
         ge=0,
         le=1,
-        description="a question whose embedding cosine to an earlier kept question is at or above this is "
-        "dropped as a near duplicate (exact repeats always are)",
+        description="a question whose embedding cosine to an earlier kept question is at or above this, and "
+        "whose answer repeats that question's answer (as two options would), is dropped as a near duplicate "
+        "(exact repeats always are; worded alike with different answers, both are kept)",
     )
 
 

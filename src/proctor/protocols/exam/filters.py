@@ -14,7 +14,8 @@ when the question itself is at fault:
 * ``copies_example`` — the question or its answer names things from the prompt's worked example (its
   proper names, or two of its numbers) that the source passage does not contain: small examiners
   sometimes write about the example instead of the passage.
-* ``near_duplicate`` — the question is too close to an earlier kept question (embedding cosine).
+* ``near_duplicate`` — the question repeats an earlier kept question: the same words, or worded alike
+  (embedding cosine) with the same answer.
 """
 
 from __future__ import annotations
@@ -138,6 +139,19 @@ def compile_patterns(patterns: list[str]) -> list[re.Pattern[str]]:
     return [re.compile(p, re.IGNORECASE) for p in patterns]
 
 
+def options_repeat(a: str, b: str, n: int, cfg: FilterConfig, emb: Embeddings | None) -> bool:
+    """Two options say the same thing: equal after normalisation, all the words of one inside the other,
+    word n-gram Jaccard at or above `option_jaccard`, or embedding cosine at or above `option_cosine`."""
+    if normalise(a) == normalise(b):
+        return True
+    wa, wb = set(words(a)), set(words(b))
+    if cfg.option_containment and wa and wb and (wa <= wb or wb <= wa):
+        return True
+    if jaccard(ngrams(words(a), n), ngrams(words(b), n)) >= cfg.option_jaccard:
+        return True
+    return emb is not None and emb.cos(a, b) >= cfg.option_cosine
+
+
 def filter_draft(
     d: Draft,
     cfg: FilterConfig,
@@ -169,14 +183,7 @@ def filter_draft(
         return d
 
     def repeats(a: str, b: str) -> bool:
-        if normalise(a) == normalise(b):
-            return True
-        wa, wb = set(words(a)), set(words(b))
-        if cfg.option_containment and wa and wb and (wa <= wb or wb <= wa):
-            return True
-        if jaccard(ngrams(words(a), n), ngrams(words(b), n)) >= cfg.option_jaccard:
-            return True
-        return emb is not None and emb.cos(a, b) >= cfg.option_cosine
+        return options_repeat(a, b, n, cfg, emb)
 
     kept: list[str] = []
     for dis in d.distractors:
@@ -204,8 +211,18 @@ def filter_draft(
     return d
 
 
-def near_duplicates(questions: list[str], emb: Embeddings | None, threshold: float) -> list[bool]:
-    """True for each question that repeats an earlier kept one (exact after normalisation, or cosine)."""
+def near_duplicates(
+    questions: list[str],
+    emb: Embeddings | None,
+    threshold: float,
+    answers: list[str] | None = None,
+    cfg: FilterConfig | None = None,
+) -> list[bool]:
+    """True for each question that repeats an earlier one: the same after normalisation, or worded
+    alike (cosine at or above `threshold`) to a kept one with an answer that repeats its answer (as two
+    options would, `options_repeat`). Questions worded alike with different answers ask different facts
+    ("the year the company was founded" / "... opened") and are both kept. Without `answers` the
+    wording alone decides."""
     out: list[bool] = []
     seen: set[str] = set()
     kept_idx: list[int] = []
@@ -214,9 +231,20 @@ def near_duplicates(questions: list[str], emb: Embeddings | None, threshold: flo
         norm = normalise(q)
         dup = norm in seen
         if not dup and mat is not None and kept_idx:
-            dup = bool(np.max(mat[kept_idx] @ mat[i]) >= threshold)
+            sims = mat[kept_idx] @ mat[i]
+            alike = [k for k, s in zip(kept_idx, sims, strict=True) if s >= threshold]
+            if answers is None:
+                dup = bool(alike)
+            else:
+                fc = cfg or FilterConfig()
+                dup = any(
+                    options_repeat(
+                        answers[i], answers[k], option_ngram_size([answers[i], answers[k]]), fc, emb
+                    )
+                    for k in alike
+                )
         out.append(dup)
+        seen.add(norm)  # the same words again are a repeat, even of a question dropped as one
         if not dup:
-            seen.add(norm)
             kept_idx.append(i)
     return out

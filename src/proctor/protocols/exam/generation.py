@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from proctor.kit.context import RunContext
@@ -37,10 +37,16 @@ def example_passage() -> str:
 
 
 def generation_messages(
-    passage: str, title: str | None, n_questions: int, n_distractors: int, variant: int
+    passage: str,
+    title: str | None,
+    n_questions: int,
+    n_distractors: int,
+    variant: int,
+    asked: tuple[str, ...] = (),
 ) -> list[Message]:
     """System + one worked example (a user turn on an unrelated passage and the ideal reply) + the real
-    request. Small examiners copy an inline example; as a previous turn they imitate its form only."""
+    request. Small examiners copy an inline example; as a previous turn they imitate its form only.
+    `asked`: the questions already written from this passage (a later variant is asked for other facts)."""
     example_n = min(n_questions, 2)
     shot = render_messages(
         PROMPT,
@@ -49,6 +55,7 @@ def generation_messages(
         n_questions=example_n,
         n_distractors=n_distractors,
         variant=0,
+        asked=(),
     )
     real = render_messages(
         PROMPT,
@@ -57,6 +64,7 @@ def generation_messages(
         n_questions=n_questions,
         n_distractors=n_distractors,
         variant=variant,
+        asked=asked,
     )
     reply: Message = {
         "role": "assistant",
@@ -91,11 +99,19 @@ def generation_schema(questions_per_call: int, distractors: int) -> dict[str, An
     }
 
 
+# At most this many earlier questions of a passage are listed in a later variant's prompt (the newest).
+MAX_ASKED = 8
+
+
 @dataclass(frozen=True)
 class GenerationCall:
+    """One examiner call; `asked` lists the questions already written from the chunk by earlier
+    variants (filled in when those have run, see `run_generation`)."""
+
     chunk: Any
     variant: int
     n_questions: int
+    asked: tuple[str, ...] = ()
 
 
 def chunk_order(ctx: RunContext[Config], strategy: str, n_clusters: int | None = None) -> list[Any]:
@@ -169,14 +185,24 @@ class ExamDraft(Payload):
 async def run_generation(
     ctx: RunContext[Config], plan: list[GenerationCall], label: str = "writing exam questions"
 ) -> list[Outcome[GenerationCall, ExamDraft]]:
-    """The examiner calls of the plan (those done earlier come back from the store)."""
+    """The examiner calls of the plan (those done earlier come back from the store), in plan order.
+
+    Calls run variant by variant: a chunk's later variant is shown the questions its earlier variants
+    wrote and asked for other facts. Without that list a small examiner at temperature 0 writes the same
+    question again (dropped as a near duplicate), so asking a passage twice gained nothing. A call's
+    key holds that list, so it depends only on earlier variants, which a larger plan shares."""
     cfg = ctx.settings
     examiner = ctx.role("examiner")
     version = generation_prompt_version()
 
     async def write(call: GenerationCall) -> ExamDraft:
         messages = generation_messages(
-            call.chunk.text, call.chunk.metadata.get("title"), call.n_questions, cfg.distractors, call.variant
+            call.chunk.text,
+            call.chunk.metadata.get("title"),
+            call.n_questions,
+            cfg.distractors,
+            call.variant,
+            call.asked,
         )
         c = await examiner.generate(
             messages,
@@ -187,15 +213,41 @@ async def run_generation(
         )
         return ExamDraft(**_draft_data(call, c.parsed, examiner.spec, version))
 
-    return await ctx.map(
-        label,
-        plan,
-        write,
-        unit_id=lambda call: (call.chunk.chunk_id, call.chunk.text, call.variant, call.n_questions),
-        role="examiner",
-        output=ExamDraft,
-        context=lambda call: _draft_data(call, None, examiner.spec, version),
-    )
+    def unit_id(call: GenerationCall) -> tuple[Any, ...]:
+        base = (call.chunk.chunk_id, call.chunk.text, call.variant, call.n_questions)
+        return (*base, list(call.asked)) if call.asked else base
+
+    written: dict[str, list[str]] = {}  # chunk id -> questions written so far (earlier variants)
+    done: dict[int, Outcome[GenerationCall, ExamDraft]] = {}
+    for variant in sorted({c.variant for c in plan}):
+        idx = [i for i, c in enumerate(plan) if c.variant == variant]
+        calls = [
+            replace(plan[i], asked=earlier_questions(written.get(plan[i].chunk.chunk_id, []))) for i in idx
+        ]
+        outcomes = await ctx.map(
+            label,
+            calls,
+            write,
+            unit_id=unit_id,
+            role="examiner",
+            output=ExamDraft,
+            context=lambda call: _draft_data(call, None, examiner.spec, version),
+        )
+        for i, o in zip(idx, outcomes, strict=True):
+            done[i] = o
+            if o.value is not None:
+                qs = [
+                    " ".join(str(q.get("question", "")).split())
+                    for q in o.value.questions[: o.unit.n_questions]
+                ]
+                written.setdefault(o.unit.chunk.chunk_id, []).extend(q for q in qs if q)
+    return [done[i] for i in range(len(plan))]
+
+
+def earlier_questions(questions: list[str]) -> tuple[str, ...]:
+    """The questions a later variant's prompt lists: distinct, the newest `MAX_ASKED`, in order."""
+    distinct = list(dict.fromkeys(questions))
+    return tuple(distinct[-MAX_ASKED:])
 
 
 def _draft_data(call: GenerationCall, parsed: Any, generator: str, version: str) -> dict[str, Any]:

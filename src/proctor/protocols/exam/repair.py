@@ -45,6 +45,10 @@ OPTION_FAILURES = frozenset({"options_repeat", "distractor_closer_to_source", "t
 QUESTION_FAILURES = frozenset({"answer_in_question", "not_self_contained"})
 REPAIRABLE = OPTION_FAILURES | QUESTION_FAILURES
 KEY_STANDS_OUT = "key_stands_out"
+# Failures whose repair prompt lists no options (neither kept nor removed): asked for options unlike the
+# ones it has (not in the text, or as long as the key), a small examiner copied the listed ones back
+# instead, so no such repair ever added an option. The filters still catch a repeat.
+UNLISTED_FAILURES = frozenset({"distractor_closer_to_source", KEY_STANDS_OUT})
 
 
 class ExamRepair(Payload):
@@ -101,6 +105,23 @@ def replacements_wanted(d: Draft, failure: str, cfg: Config) -> int:
         return cfg.distractors
     missing = MIN_DISTRACTORS - len(d.distractors)
     return max(1, min(cfg.distractors, max(missing, len(d.rejected))))
+
+
+def repair_messages(d: Draft, failure: str, passage: str, n: int) -> list[Message]:
+    """The prompt asking for `n` new options for `d`; the options it has and had are listed unless the
+    failure is one of `UNLISTED_FAILURES`."""
+    listed = failure not in UNLISTED_FAILURES
+    return render_messages(
+        PROMPT,
+        passage=passage,
+        question=d.question,
+        correct=d.correct,
+        kept=d.distractors if listed else [],
+        rejected=list(dict.fromkeys(d.rejected))[:6] if listed else [],
+        failure=failure,
+        correct_words=len(words(d.correct)),
+        n=n,
+    )
 
 
 def rewrite_messages(d: Draft, failure: str, passage: str, leaked: list[str]) -> list[Message]:
@@ -206,17 +227,7 @@ async def repair_drafts(
                 draft_key=d.key, failure=call.failure, attempt=call.attempt, question=str(new or "")
             )
         n = replacements_wanted(d, call.failure, cfg)
-        messages = render_messages(
-            PROMPT,
-            passage=call.passage,
-            question=d.question,
-            correct=d.correct,
-            kept=d.distractors,
-            rejected=list(dict.fromkeys(d.rejected))[:6],
-            failure=call.failure,
-            correct_words=len(words(d.correct)),
-            n=n,
-        )
+        messages = repair_messages(d, call.failure, call.passage, n)
         c = await examiner.generate(
             messages, json_schema=repair_schema(n), temperature=temperature, seed=seed, max_tokens=budget
         )
