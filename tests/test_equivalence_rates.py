@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import decide, quantities, stated_numbers, veto
+from equivalence_checks import guard_method as _veto
+from equivalence_checks import rule_method as _method
+from proctor.judging.equivalence import quantities, stated_numbers
 from proctor.judging.equivalence.identifiers import identifiers
 from proctor.judging.equivalence.rates import agreeing, disagreeing, rates
 from proctor.judging.equivalence.terms import said_otherwise
-
-
-def _method(answer: str, reference: str, question: str = "") -> str | None:
-    d = decide(answer, reference, question)
-    return d.method if d else None
-
-
-def _veto(answer: str, reference: str, question: str = "") -> str | None:
-    d = veto(answer, reference, question)
-    return d.method if d else None
 
 
 @pytest.mark.parametrize(

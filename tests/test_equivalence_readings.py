@@ -7,21 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import decide, veto
+from equivalence_checks import guard_method as _veto
+from equivalence_checks import rule_method as _method
 from proctor.judging.equivalence.guards import missing_term
 from proctor.judging.equivalence.identifiers import expanded
 from proctor.judging.equivalence.rates import rates
-
-
-def _method(answer: str, reference: str, question: str = "") -> str | None:
-    d = decide(answer, reference, question)
-    return d.method if d else None
-
-
-def _veto(answer: str, reference: str, question: str = "") -> str | None:
-    d = veto(answer, reference, question)
-    return d.method if d else None
-
 
 # --- yes/no questions -------------------------------------------------------------------------------
 

@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.judging.equivalence import GUARDS, decide, quantities, veto
+from equivalence_checks import guard_method as _veto
+from equivalence_checks import rule_method as _method
+from proctor.judging.equivalence import GUARDS, quantities
 from proctor.judging.equivalence.identifiers import identifiers
 from proctor.judging.equivalence.quantities import Quantity, same
 from proctor.judging.equivalence.units import table
 from proctor.judging.equivalence.versions import versions
-
-
-def _method(answer: str, reference: str, question: str = "") -> str | None:
-    d = decide(answer, reference, question)
-    return d.method if d else None
-
-
-def _veto(answer: str, reference: str, question: str = "") -> str | None:
-    d = veto(answer, reference, question)
-    return d.method if d else None
-
 
 # --- 1. version strings ---------------------------------------------------------------------------
 
