@@ -58,7 +58,16 @@ qa: {{num_questions: 8, judges: [with_reference]}}
 def _start(tmp_path: Path, cfg: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "T28_KEY": "sk-test", "PROCTOR_CACHE_DIR": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "proctor.cli.main", "run", str(cfg), "--out", str(tmp_path / "runs"), *extra]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the child: a shell starts background jobs with SIGINT ignored, and an
+    # ignored signal stays ignored across exec (so a suite run as `... &` would never see Ctrl-C work).
+    return subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _wait_for_calls(server: MockServer, n: int) -> None:
