@@ -559,15 +559,20 @@ def _repair_calls(run_dir: Path) -> list[str]:
     return [json.loads(d)["failure"] for _, d in rows]
 
 
-def _repair_prompts(run_dir: Path, failure: str) -> list[str]:
-    """The user prompts of the run's repair calls for `failure`, in order (read through the store)."""
+def _prompts(run_dir: Path, kind: str, failure: str | None = None) -> list[str]:
+    """The user prompts of the run's calls for items of `kind` (repairs: only those for `failure`), in
+    order, read through the store's transcripts."""
     from proctor import load_run
 
     con = sqlite3.connect(run_dir / "run.sqlite")
-    rows = con.execute("SELECT key, data FROM items WHERE kind = 'exam_repair' ORDER BY seq").fetchall()
-    keys = [k for k, d in rows if json.loads(d)["failure"] == failure]
+    rows = con.execute("SELECT key, data FROM items WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
+    keys = [k for k, d in rows if failure is None or json.loads(d)["failure"] == failure]
     with load_run(run_dir) as run:
         return [c.messages[-1].content for k in keys for c in run.transcripts(k) if c.messages]
+
+
+def _repair_prompts(run_dir: Path, failure: str) -> list[str]:
+    return _prompts(run_dir, "exam_repair", failure)
 
 
 def test_a_question_with_repeated_options_is_repaired_once_and_kept(
@@ -717,13 +722,7 @@ def test_top_up_stops_at_twice_num_questions_and_says_so(exam_config: Path, tmp_
 
 
 def _generation_prompts(run_dir: Path) -> list[str]:
-    """The user prompts of the run's examiner calls that wrote questions (read through the store)."""
-    from proctor import load_run
-
-    con = sqlite3.connect(run_dir / "run.sqlite")
-    keys = [k for (k,) in con.execute("SELECT key FROM items WHERE kind = 'exam_draft' ORDER BY seq")]
-    with load_run(run_dir) as run:
-        return [c.messages[-1].content for k in keys for c in run.transcripts(k) if c.messages]
+    return _prompts(run_dir, "exam_draft")
 
 
 def test_a_top_up_round_lists_the_passage_questions_and_gets_new_facts(
