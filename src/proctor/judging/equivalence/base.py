@@ -10,10 +10,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class RuleDecision:
     """A rule decided "correct", or a guard "incorrect": which one (`method`, its stable name), and on
-    what."""
+    what. `absent`: the guard found nothing of the kind the reference needs in the answer (no number, no
+    quantity of its dimension, nothing beyond the question), as opposed to something else in its place —
+    the answer did not address the fact rather than got it wrong, which lets a protocol that can ask again
+    (RECKON's rounds) do so."""
 
     method: str
     detail: str
+    absent: bool = False
 
 
 @dataclass(frozen=True)

@@ -272,8 +272,13 @@ def nothing_beyond_question(answer: str, reference: str, question: str) -> RuleD
         return None
     if wanted & informative(answer) or wanted_numbers & all_numbers(answer):
         return None
+    # Absent (the answer did not address the fact) only when it says nothing beyond the question at all;
+    # words or numbers of its own are another value ("Mira Holt" for "Ansel Drumm"), which is wrong.
+    own = informative(answer) - informative(question) or stated_numbers(answer) - all_numbers(question)
     return RuleDecision(
-        "nothing_beyond_question", "the answer says nothing of the reference that the question did not say"
+        "nothing_beyond_question",
+        "the answer says nothing of the reference that the question did not say",
+        absent=not own,
     )
 
 

@@ -71,7 +71,9 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
         and all_numbers(reference) - given
         and not any(same(q, r) for q in quantities(answer) for r in quantities(reference) if r.unit)
     ):
-        return RuleDecision("reference_quantity_missing", "the answer states only the question's numbers")
+        return RuleDecision(
+            "reference_quantity_missing", "the answer states only the question's numbers", absent=True
+        )
     # A power of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is a conversion the guard does
     # not read: left to the LLM.
     if has_power_of_ten(reference) != has_power_of_ten(answer):
@@ -107,17 +109,20 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
     if None not in dims and not dims & answer_dimensions(answer):
         shown_dims = ", ".join(sorted(d for d in dims if d))
         return RuleDecision(
-            "reference_quantity_missing", f"the reference states {shown}; the answer no {shown_dims}"
+            "reference_quantity_missing",
+            f"the reference states {shown}; the answer no {shown_dims}",
+            absent=True,
         )
     if not re.search(r"\d", answer) and not table().numeric_words.search(answer):
         return RuleDecision(
-            "reference_quantity_missing", f"the reference states {shown}; the answer no number"
+            "reference_quantity_missing", f"the reference states {shown}; the answer no number", absent=True
         )
     years = _years(reference)
-    if years and not years & _years(answer):
+    if years and not years & (answer_years := _years(answer)):
         return RuleDecision(
             "reference_quantity_missing",
             f"the reference names the year {', '.join(sorted(years))}; the answer does not",
+            absent=not answer_years,
         )
     # The same quantity written otherwise ("one day and seven hours" for "31 hours") is stated.
     ref_q = [q for q in quantities(reference) if q.unit]

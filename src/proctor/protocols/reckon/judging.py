@@ -334,6 +334,10 @@ class UnitVerdict(Payload):
     # "correct") or "extract" (stage 1: no sentence about the unit).
     stage: str = "judge"
     p_correct: float | None = None  # the judge's P(correct) from its logprobs (None: no logprobs, or no call)
+    # A guard's "incorrect" because the excerpt states nothing of the kind the unit needs (no number, nothing
+    # beyond the question: `RuleDecision.absent`): the answer did not address the unit, so a later round
+    # asks it again (`rounds`); in a candidate's last round it stays incorrect.
+    absent: bool = False
 
 
 class UnitReply(BaseModel):
@@ -539,8 +543,9 @@ def rule_for(job: JudgeJob, rules: bool) -> RuleDecision | None:
 def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: float | None) -> UnitVerdict:
     """The judge's verdict, unless a guard (`proctor.judging.equivalence.veto`, or the excerpt says nothing
     of the unit that its question did not: `nothing_beyond_question`) is sure a "correct" is not:
-    then "incorrect", stage "guard", the guard's finding and the judge's reason kept. Either way the judge's
-    P(correct) is kept as it gave it. `veto` gets no question: its name guards are for a short reference,
+    then "incorrect", stage "guard", the guard's finding and the judge's reason kept, and `absent` when the
+    guard found nothing of the unit's kind in the excerpt. Either way the judge's P(correct) is kept as it
+    gave it. `veto` gets no question: its name guards are for a short reference,
     and a unit is a sentence whose names the cluster question may not have asked for."""
     why = " ".join(str(reason).split()) if reason is not None else None
     guard = None
@@ -553,6 +558,7 @@ def _verdict(job: JudgeJob, verdict: str, reason: Any, guards: bool, p_correct: 
             "reason": f"{guard.method}: {guard.detail} (the judge said correct{f': {why}' if why else ''})",
             "stage": "guard",
             "p_correct": p_correct,
+            "absent": guard.absent,
         }
         return job.pending.model_copy(update=update)
     return job.pending.model_copy(update={"verdict": verdict, "reason": why, "p_correct": p_correct})

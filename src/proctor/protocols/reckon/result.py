@@ -57,6 +57,7 @@ class RoundLog(Payload):
     correct_new: int
     incorrect_new: int
     uncovered: int
+    asked_again: int = 0  # units the answer did not address (a guard's "absent" finding), asked next round
     errors: int
     remaining_after: int
     stop_reason: str | None

@@ -1,7 +1,11 @@
 """Step 6: rounds. Each candidate starts with every unit pending; a round clusters the candidate's pending
 units (at most `max_cluster_size` per cluster), asks one question per cluster, and judges every asked unit.
 Units judged correct or incorrect leave the pool; uncovered units (and units whose question, answer,
-extraction or judgment failed) are re-clustered and re-asked next round.
+extraction or judgment failed) are re-clustered and re-asked next round. So is, once, a unit a guard
+judged incorrect because the answer's excerpt states nothing of its kind (no number where the unit has
+one, nothing beyond the question: status "absent"): a long cluster answer often passes over a fact the
+candidate knows, and the method's later rounds exist to ask it again. In a candidate's last round (the
+round limit, or a stop) such a unit stays incorrect.
 
 A question must name its units' subjects (`questions.missing_subjects`). With `left_out: list` (the
 default) the question itself names the subjects the examiner left out, so nothing is split here. With
@@ -13,7 +17,8 @@ anyway and count as *off topic*.
 A candidate stops when
 
 * every unit is judged ("all_judged"),
-* a round whose questions named all their units judges nothing new ("no_progress"), or
+* a round whose questions named all their units judges nothing new and finds no unit unaddressed
+  ("no_progress"), or
 * it has had `max_rounds` rounds ("max_rounds").
 
 A round that judged nothing while some of its questions were off topic is not the end: the candidate's
@@ -57,6 +62,8 @@ from proctor.protocols.reckon.units import KnowledgeUnit
 
 ANSWER_ROLE = "reckon:answer"
 JUDGED = ("correct", "incorrect")
+# A unit whose answer did not address it (a guard's `absent` finding): pending, asked again next round.
+ABSENT = "absent"
 SPLIT_PASSES = 2
 STOP_REASONS = {
     "all_judged": "every unit judged",
@@ -327,9 +334,10 @@ async def run_rounds(
         still = []
         for ccfg, cand in active:
             cr = result[cand.name]
-            new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0}
+            new = {"correct": 0, "incorrect": 0, "uncovered": 0, "error": 0, "absent": 0}
             n_asked = 0
             off_topic = 0
+            this_round: list[UnitState] = []
             for cid in asked[cand.name]:
                 ao = answered.get((cand.name, cid))
                 for u in plan.units[cid]:
@@ -341,10 +349,14 @@ async def run_rounds(
                     vo = verdicts.get((ao.key, u.unit_id)) if ao is not None and ao.ok else None
                     if vo is not None:
                         state_key = vo.key
-                        if vo.value is not None and vo.value.verdict in new:
-                            status = vo.value.verdict
+                        v = vo.value
+                        if v is not None and v.verdict in new:
+                            status = v.verdict
+                            if status == "incorrect" and v.absent and ABSENT not in st.history:
+                                status = ABSENT  # not addressed by the answer: asked again, once
                     st.status, st.round, st.verdict_key = status, round_no, state_key
                     st.history.append(status)
+                    this_round.append(st)
                     new[status] += 1
             remaining = sum(1 for s in cr.states.values() if s.status not in JUDGED)
             judged_new = new["correct"] + new["incorrect"]
@@ -352,12 +364,20 @@ async def run_rounds(
             stop = None
             if remaining == 0:
                 stop = "all_judged"
-            elif judged_new == 0 and not off_topic:
+            elif judged_new == 0 and not new[ABSENT] and not off_topic:
                 stop = "no_progress"
             elif round_no == cfg.max_rounds:
                 stop = "max_rounds"
-            elif judged_new == 0:  # off-topic questions judged nothing: smaller clusters next round
+            elif judged_new == 0:  # off topic, or nothing addressed: smaller clusters next round
                 cr.target = max(1, cr.target // 2)
+            if stop:  # no round left to ask them again: their verdict, "incorrect", stands
+                for st in this_round:
+                    if st.status == ABSENT:
+                        st.status, st.history[-1] = "incorrect", "incorrect"
+                        new[ABSENT] -= 1
+                        new["incorrect"] += 1
+                judged_new = new["correct"] + new["incorrect"]
+                remaining = sum(1 for s in cr.states.values() if s.status not in JUDGED)
             log = RoundLog(
                 candidate=cand.name,
                 round=round_no,
@@ -369,6 +389,7 @@ async def run_rounds(
                 correct_new=new["correct"],
                 incorrect_new=new["incorrect"],
                 uncovered=new["uncovered"],
+                asked_again=new[ABSENT],
                 errors=new["error"],
                 remaining_after=remaining,
                 stop_reason=stop,
