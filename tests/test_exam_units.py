@@ -35,8 +35,6 @@ from proctor.protocols.exam.assemble import (
 )
 from proctor.protocols.exam.config import Config, FilterConfig
 from proctor.protocols.exam.exam_file import ExamQuestion, read_exam, write_exam
-from proctor.protocols.exam.focus import focus_excerpt, sentences
-from proctor.protocols.exam.generation import generation_messages
 from proctor.protocols.exam.filters import (
     Draft,
     Embeddings,
@@ -49,6 +47,8 @@ from proctor.protocols.exam.filters import (
     option_ngram_size,
     words,
 )
+from proctor.protocols.exam.focus import focus_excerpt, sentences
+from proctor.protocols.exam.generation import generation_messages
 from proctor.protocols.exam.labels import merge_labels, rule_bloom, rule_question_word
 from proctor.protocols.exam.stats import bias_baselines, max_baseline_gap
 from proctor.testing.mock_server import MockServer
@@ -804,5 +804,5 @@ def test_the_first_pass_prompt_is_unchanged_and_a_later_pass_quotes_its_excerpt(
         messages = generation_messages(passage, title, n, 3, 0)
         assert hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest() == digest
     later = generation_messages(passage, None, 1, 3, 1, "The Keldrith Ropeway opened in 1879.")[-1]["content"]
-    assert 'Ask about this part of the text (this is set 2' in later
+    assert "Ask about this part of the text (this is set 2" in later
     assert later.split('"""')[3].strip() == "The Keldrith Ropeway opened in 1879."
