@@ -725,48 +725,68 @@ def _generation_prompts(run_dir: Path) -> list[str]:
     return _prompts(run_dir, "exam_draft")
 
 
-def test_a_top_up_round_lists_the_passage_questions_and_gets_new_facts(
+def test_a_top_up_round_asks_each_passage_about_an_uncovered_sentence(
     exam_config: Path, tmp_path: Path
 ) -> None:
-    # One question per call, the passage's first fact; the harbour's and canal's point at "the text"
-    # (dropped, no repair), so round 1 keeps 2 of the 4 wanted. Asked a passage again, this examiner (like a
-    # small one at temperature 0) writes the same question, unless the prompt lists the questions already
-    # asked: then it asks about the first fact not listed. The top-up round reaches the target only so.
+    # One question per call; the harbour's and canal's first ones point at "the text" (dropped, no repair),
+    # so round 1 keeps 2 of the 4 wanted. Like a small examiner at temperature 0, this one asks about the
+    # passage's first fact whenever it is shown the passage, unless the prompt quotes a part to ask about:
+    # then it asks about the fact stated there. The top-up round reaches the target only so.
     _exam_only(exam_config, "  num_questions: 4\n  questions_per_call: 1\n")
     exam_config.write_text(exam_config.read_text().replace("  top_up: false\n", ""))
     real = examiner
 
-    def first_fact_not_asked(messages, params):
+    def asks_about_the_quoted_part(messages, params):
         text = messages[-1]["content"]
         if "multiple-choice question" not in text:
             return real(messages, params)
-        passage = text.split('"""', 2)[1]
+        parts = text.split('"""')
+        passage, focus = parts[1], (parts[3] if len(parts) > 3 else None)
         facts = next(f for f in FACTS.values() if f[0][0] in passage)
-        listed = (
-            re.findall(r"^  - (.+)$", text.split("already asked", 1)[1], re.M)
-            if "already asked" in text
-            else []
-        )
-        subj, attr, val, wrong = next(f for f in facts if not any(f[1] in q for q in listed))
+        shown = focus or passage
+        subj, attr, val, wrong = next(f for f in facts if f"The {f[1]} of {f[0]} is {f[2]}." in shown)
         q = f"What is the {attr} of {subj}?"
-        if not listed and subj in ("Velmora harbour", "Tarn canal"):
+        if focus is None and subj in ("Velmora harbour", "Tarn canal"):
             q = f"According to the text, what is the {attr} of {subj}?"
         item = {"question": q, "correct_answer": val, "distractors": wrong, "rationale": "-"}
         return json.dumps({"questions": [item]})
 
-    register_script("exam-examiner", first_fact_not_asked)
+    register_script("exam-examiner", asks_about_the_quoted_part)
     try:
         result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
     finally:
         register_script("exam-examiner", real)
     ex = result.summary["exam"]
     assert [(r["asked"], r["kept"]) for r in ex["rounds"]] == [(4, 2), (8, 6)]
-    second = [p for p in _generation_prompts(result.run_dir) if "this is set 2" in p]
+    assert ex["later_passes"] == {"asked": 4, "exhausted": 0, "kept": 4}
+    prompts = _generation_prompts(result.run_dir)
+    second = [p for p in prompts if "this is set 2" in p]
     assert len(second) == 4
     moot = next(p for p in second if "Moot of Forty" in p.split('"""', 2)[1])
-    listed = re.findall(r"^  - (.+)$", moot.split("already asked", 1)[1], re.M)
-    assert listed == ["What is the quorum of Moot of Forty?"]  # its own passage's question only
-    first = [p for p in _generation_prompts(result.run_dir) if "this is set" not in p]
-    assert first and not any("already asked" in p for p in first)
+    # The Moot's quorum was asked: the least covered sentence of its passage is the meeting hall's.
+    assert moot.split('"""')[3].strip() == "The meeting hall of Moot of Forty is Cistern House."
+    assert "already asked" not in moot
+    first = [p for p in prompts if "this is set" not in p]
+    assert len(first) == 4 and not any("Ask about this part" in p for p in first)
     exam = [json.loads(line) for line in (result.run_dir / "exam.jsonl").read_text().splitlines()]
     assert "What is the meeting hall of Moot of Forty?" in {q["question"] for q in exam}
+    con = sqlite3.connect(result.run_dir / "run.sqlite")
+    drafts = [json.loads(d) for (d,) in con.execute("SELECT data FROM items WHERE kind = 'exam_draft'")]
+    assert {(d["variant"], d["focus"] is None) for d in drafts} == {(0, True), (1, False)}
+    html = (result.run_dir / "report.html").read_text()
+    assert "passage exhausted" in html and "sentence not yet asked about" in html
+
+
+def test_a_passage_with_no_uncovered_sentence_is_not_asked_again(exam_config: Path, tmp_path: Path) -> None:
+    # One passage of one fact: once its question is written, a later pass has nothing new to ask about,
+    # so neither the second pass of round 1 nor the top-up calls the examiner again; each is counted.
+    for f in (tmp_path / "docs").iterdir():
+        f.unlink()
+    (tmp_path / "docs" / "moot.md").write_text("The quorum of Moot of Forty is twenty-one.\n")
+    _exam_only(exam_config, "  num_questions: 2\n  questions_per_call: 1\n")
+    exam_config.write_text(exam_config.read_text().replace("  top_up: false\n", ""))
+    result = run_config(exam_config, out=tmp_path / "runs", show_progress=False)
+    ex = result.summary["exam"]
+    assert ex["kept"] == 1 and _fresh_examiner_calls(result.run_dir) == 1
+    assert ex["later_passes"] == {"asked": 0, "exhausted": 1, "kept": 0}
+    assert ex["planned"] == 1 and ex["calls"] == 1

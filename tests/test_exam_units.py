@@ -47,6 +47,8 @@ from proctor.protocols.exam.filters import (
     option_ngram_size,
     words,
 )
+from proctor.protocols.exam.focus import focus_excerpt, sentences
+from proctor.protocols.exam.generation import generation_messages
 from proctor.protocols.exam.labels import merge_labels, rule_bloom, rule_question_word
 from proctor.protocols.exam.stats import bias_baselines, max_baseline_gap
 from proctor.testing.mock_server import MockServer
@@ -752,3 +754,55 @@ def test_beyond_guessing_is_the_chance_corrected_gain_over_the_same_llm_closed_b
     o = out[other.name]
     assert o.baseline == "examiner, closed-book" and o.closed_book.n == 8
     assert o.corrected.value == pytest.approx((5 / 8 - 2 / 8) / (1 - 2 / 8))
+
+
+# --- focus excerpts of a passage asked again -----------------------------------------------------------
+
+ROPEWAY = (
+    "# The ropeway\n\nThe Keldrith Ropeway opened in 1879 after eight years of work. The Keldrith Ropeway "
+    "Company was founded in 1868 by Ambrose Tellwyn. It carries slate and wool.\n\nIts longest span, the "
+    "Skarrow Leap, is 1,030 m long and crosses a limestone gully near Wenlow Cross."
+)
+ROPEWAY_WRITTEN = [
+    ("In which year did the Keldrith Ropeway open?", "1879"),
+    ("Who founded the Keldrith Ropeway Company?", "Ambrose Tellwyn"),
+]
+
+
+def test_focus_excerpt_is_the_least_covered_sentence_that_states_a_fact() -> None:
+    assert sentences(ROPEWAY)[2] == "It carries slate and wool."  # no heading; no name or number here
+    # The first two sentences are partly asked about; the span's is not at all, so it is chosen although
+    # later in the passage; the slate sentence states no checkable fact.
+    assert focus_excerpt(ROPEWAY, ROPEWAY_WRITTEN).startswith("Its longest span, the Skarrow Leap")
+    # Before any question, the first fact sentence (ties: passage order).
+    assert focus_excerpt(ROPEWAY, []) == "The Keldrith Ropeway opened in 1879 after eight years of work."
+
+
+def test_later_variants_of_a_passage_get_different_excerpts_until_it_is_exhausted() -> None:
+    used: list[str] = []
+    while (e := focus_excerpt(ROPEWAY, ROPEWAY_WRITTEN, used)) is not None:
+        used.append(e)
+    # The examiner ignored every excerpt (no new questions), yet each pass got another sentence.
+    assert len(used) == len(set(used)) == 3 and used[0].startswith("Its longest span")
+    # Then by how much is not yet covered: the opening's "eight years" before the company's 1868.
+    assert used[1].startswith("The Keldrith Ropeway opened") and used[2].startswith("The Keldrith Ropeway Co")
+    # A sentence whose names and numbers were all asked for is covered; a short one comes with its
+    # neighbour.
+    short = "The Moot of Forty met at Cistern House. It still meets there."
+    assert focus_excerpt(short, [("Where did the Moot of Forty meet?", "Cistern House")]) is None
+    assert focus_excerpt(short, []) == short
+
+
+def test_the_first_pass_prompt_is_unchanged_and_a_later_pass_quotes_its_excerpt() -> None:
+    # The first pass replays from the call cache only while its messages stay exactly these (pinned
+    # before focus excerpts existed).
+    passage = "The Keldrith Ropeway opened in 1879. It carried slate."
+    for title, n, digest in (
+        ("Ropeway", 3, "ed68c7ca500152103a608afb94c0b89261bacb44e56a406723f868d314b8ab53"),
+        (None, 1, "48274f83decedb1a3bad77ea92e7040473a9488493899ec3ce17f2c1320c786d"),
+    ):
+        messages = generation_messages(passage, title, n, 3, 0)
+        assert hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest() == digest
+    later = generation_messages(passage, None, 1, 3, 1, "The Keldrith Ropeway opened in 1879.")[-1]["content"]
+    assert "Ask about this part of the text (this is set 2" in later
+    assert later.split('"""')[3].strip() == "The Keldrith Ropeway opened in 1879."

@@ -1,8 +1,8 @@
 """Exam generation: the examiner writes multiple-choice questions from corpus chunks.
 
-Each examiner call is one item (`exam_draft`) whose unit id is the chunk (id and text), the variant and
-the number of questions asked (the kit derives its key), so a resumed run skips calls already made and a
-re-run costs nothing.
+Each examiner call is one item (`exam_draft`) whose unit id is the chunk (id and text), the variant, the
+number of questions asked and, for a later variant, its focus excerpt (the kit derives its key), so a
+resumed run skips calls already made and a re-run costs nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from proctor.models.types import Message
 from proctor.prompts import prompt_path, prompt_version, render_messages, render_text
 from proctor.protocols.exam.config import Config
 from proctor.protocols.exam.filters import MIN_DISTRACTORS, Draft
+from proctor.protocols.exam.focus import focus_excerpt
 
 PROMPT = "exam/generate"
 EXAMPLE_FILES = ("exam/example_passage.j2", "exam/example_reply.j2")
@@ -42,11 +43,12 @@ def generation_messages(
     n_questions: int,
     n_distractors: int,
     variant: int,
-    asked: tuple[str, ...] = (),
+    focus: str | None = None,
 ) -> list[Message]:
     """System + one worked example (a user turn on an unrelated passage and the ideal reply) + the real
     request. Small examiners copy an inline example; as a previous turn they imitate its form only.
-    `asked`: the questions already written from this passage (a later variant is asked for other facts)."""
+    `focus`: the excerpt of the passage a later variant asks about (`focus.focus_excerpt`). The prompt
+    does not list the questions already asked: a small examiner copies such a list back."""
     example_n = min(n_questions, 2)
     shot = render_messages(
         PROMPT,
@@ -55,7 +57,7 @@ def generation_messages(
         n_questions=example_n,
         n_distractors=n_distractors,
         variant=0,
-        asked=(),
+        focus=None,
     )
     real = render_messages(
         PROMPT,
@@ -64,7 +66,7 @@ def generation_messages(
         n_questions=n_questions,
         n_distractors=n_distractors,
         variant=variant,
-        asked=asked,
+        focus=focus,
     )
     reply: Message = {
         "role": "assistant",
@@ -99,19 +101,15 @@ def generation_schema(questions_per_call: int, distractors: int) -> dict[str, An
     }
 
 
-# At most this many earlier questions of a passage are listed in a later variant's prompt (the newest).
-MAX_ASKED = 8
-
-
 @dataclass(frozen=True)
 class GenerationCall:
-    """One examiner call; `asked` lists the questions already written from the chunk by earlier
-    variants (filled in when those have run, see `run_generation`)."""
+    """One examiner call; a later variant's `focus` is the excerpt of the chunk it asks about, chosen
+    from what the earlier variants wrote (filled in when those have run, see `run_generation`)."""
 
     chunk: Any
     variant: int
     n_questions: int
-    asked: tuple[str, ...] = ()
+    focus: str | None = None
 
 
 def chunk_order(ctx: RunContext[Config], strategy: str, n_clusters: int | None = None) -> list[Any]:
@@ -180,17 +178,28 @@ class ExamDraft(Payload):
     questions: list[dict[str, Any]]
     generator: str
     prompt_version: str
+    focus: str | None = None  # the excerpt a later variant asked about
+
+
+@dataclass
+class Generation:
+    """The examiner calls made (or read back from the store), in plan order, and the later variants not
+    asked because no sentence of their passage was left uncovered ("passage exhausted")."""
+
+    outcomes: list[Outcome[GenerationCall, ExamDraft]]
+    exhausted: list[GenerationCall]
 
 
 async def run_generation(
     ctx: RunContext[Config], plan: list[GenerationCall], label: str = "writing exam questions"
-) -> list[Outcome[GenerationCall, ExamDraft]]:
-    """The examiner calls of the plan (those done earlier come back from the store), in plan order.
+) -> Generation:
+    """The examiner calls of the plan (those done earlier come back from the store).
 
-    Calls run variant by variant: a chunk's later variant is shown the questions its earlier variants
-    wrote and asked for other facts. Without that list a small examiner at temperature 0 writes the same
-    question again (dropped as a near duplicate), so asking a passage twice gained nothing. A call's
-    key holds that list, so it depends only on earlier variants, which a larger plan shares."""
+    Calls run variant by variant: a chunk's later variant asks about a focus excerpt, the sentence its
+    earlier variants' questions and answers cover least (`focus.focus_excerpt`), and is not asked when
+    none is left. Asked the whole passage again, a small examiner at temperature 0 writes the same
+    question (dropped as a near duplicate), even when told which questions were asked. A call's key holds
+    its excerpt, which depends only on earlier variants, which a larger plan shares."""
     cfg = ctx.settings
     examiner = ctx.role("examiner")
     version = generation_prompt_version()
@@ -202,7 +211,7 @@ async def run_generation(
             call.n_questions,
             cfg.distractors,
             call.variant,
-            call.asked,
+            call.focus,
         )
         c = await examiner.generate(
             messages,
@@ -215,15 +224,27 @@ async def run_generation(
 
     def unit_id(call: GenerationCall) -> tuple[Any, ...]:
         base = (call.chunk.chunk_id, call.chunk.text, call.variant, call.n_questions)
-        return (*base, list(call.asked)) if call.asked else base
+        return (*base, call.focus) if call.focus is not None else base
 
-    written: dict[str, list[str]] = {}  # chunk id -> questions written so far (earlier variants)
+    written: dict[str, list[tuple[str, str]]] = {}  # chunk id -> (question, answer) of earlier variants
+    excerpts: dict[str, list[str]] = {}  # chunk id -> focus excerpts of earlier variants
     done: dict[int, Outcome[GenerationCall, ExamDraft]] = {}
+    exhausted: list[GenerationCall] = []
     for variant in sorted({c.variant for c in plan}):
-        idx = [i for i, c in enumerate(plan) if c.variant == variant]
-        calls = [
-            replace(plan[i], asked=earlier_questions(written.get(plan[i].chunk.chunk_id, []))) for i in idx
-        ]
+        idx, calls = [], []
+        for i, call in enumerate(plan):
+            if call.variant != variant:
+                continue
+            cid = call.chunk.chunk_id
+            if variant > 0:
+                focus = focus_excerpt(call.chunk.text, written.get(cid, []), excerpts.get(cid, []))
+                if focus is None:
+                    exhausted.append(call)
+                    continue
+                excerpts.setdefault(cid, []).append(focus)
+                call = replace(call, focus=focus)
+            idx.append(i)
+            calls.append(call)
         outcomes = await ctx.map(
             label,
             calls,
@@ -236,18 +257,12 @@ async def run_generation(
         for i, o in zip(idx, outcomes, strict=True):
             done[i] = o
             if o.value is not None:
-                qs = [
-                    " ".join(str(q.get("question", "")).split())
+                written.setdefault(o.unit.chunk.chunk_id, []).extend(
+                    (str(q.get("question", "")), str(q.get("correct_answer", "")))
                     for q in o.value.questions[: o.unit.n_questions]
-                ]
-                written.setdefault(o.unit.chunk.chunk_id, []).extend(q for q in qs if q)
-    return [done[i] for i in range(len(plan))]
-
-
-def earlier_questions(questions: list[str]) -> tuple[str, ...]:
-    """The questions a later variant's prompt lists: distinct, the newest `MAX_ASKED`, in order."""
-    distinct = list(dict.fromkeys(questions))
-    return tuple(distinct[-MAX_ASKED:])
+                    if isinstance(q, dict)
+                )
+    return Generation([done[i] for i in sorted(done)], exhausted)
 
 
 def _draft_data(call: GenerationCall, parsed: Any, generator: str, version: str) -> dict[str, Any]:
@@ -260,6 +275,7 @@ def _draft_data(call: GenerationCall, parsed: Any, generator: str, version: str)
         "questions": (parsed or {}).get("questions", []),
         "generator": generator,
         "prompt_version": version,
+        "focus": call.focus,
     }
 
 

@@ -47,6 +47,7 @@ STAT_ORDER = (
     "source",
     "planned",
     "rounds",
+    "later_passes",
     "calls",
     "calls_failed",
     "generated",
@@ -58,6 +59,7 @@ STAT_ORDER = (
 STAT_LABELS = {
     "planned": "questions asked of the examiner",
     "rounds": "generation rounds (to reach num_questions or target_questions kept)",
+    "later_passes": "questions kept from passages asked again, each about a sentence not yet asked about",
     "calls": "examiner calls",
     "calls_failed": "questions lost to failed calls (by cause; unparseable = schema/parse failure)",
     "generated": "questions parsed",
@@ -96,6 +98,12 @@ def _stat_rows(stats: ExamStats | None) -> list[StatRow]:
                 for i, r in enumerate(v, 1)
             ]
             rows.append(StatRow(STAT_LABELS[k], len(v), sub))
+        elif k == "later_passes":
+            passes: list[tuple[str, int | str]] = [
+                ("examiner calls", v.asked),
+                ("not asked: passage exhausted", v.exhausted),
+            ]
+            rows.append(StatRow(STAT_LABELS[k], v.kept, passes))
         elif k == "repairs":
             fixes: list[tuple[str, int | str]] = [
                 (f, f"{v.repaired.get(f, 0)} repaired / {n} asked") for f, n in v.asked.items()

@@ -318,6 +318,16 @@ class Round(Part):
     guessable: Annotated[int | None, OmitNone()] = None
 
 
+class LaterPasses(Part):
+    """A passage asked again (a chunk's later variant, e.g. in a top-up round) asks about a sentence its
+    earlier questions do not cover: examiner calls made so, calls not made because no such sentence was
+    left (passage exhausted), and their questions kept by the filters."""
+
+    asked: int
+    exhausted: int
+    kept: int
+
+
 class RepairStats(Part):
     """Questions sent back to the examiner for fresh distractors, by the failure that sent them (the first
     one), how many of those then passed, and the repair calls made and failed (by cause)."""
@@ -344,6 +354,7 @@ class ExamStats(Part):
     repairs: Annotated[RepairStats | None, OmitNone()] = None
     labels: Annotated[dict[str, int] | None, OmitNone()] = None
     rounds: Annotated[list[Round] | None, OmitNone()] = None
+    later_passes: Annotated[LaterPasses | None, OmitNone()] = None
     target_missed: Annotated[str | None, OmitNone()] = None
     guessability: Annotated[GuessStats | GuessSkipped | None, OmitNone()] = None
     bloom: dict[str, int] = Field(default_factory=dict)

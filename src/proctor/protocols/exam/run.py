@@ -44,6 +44,7 @@ from proctor.protocols.exam.result import (
     ExamStats,
     ExamSummary,
     IrtSummary,
+    LaterPasses,
     PipelineResult,
     Round,
 )
@@ -89,8 +90,8 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
     while True:
         plan = generation.plan_generation(ctx, cfg, chunks, asked)
         label = "writing exam questions" + (f" (round {len(rounds) + 1})" if rounds else "")
-        outcomes = await generation.run_generation(ctx, plan, label)
-        drafts, counts = generation.drafts_from(outcomes)
+        gen = await generation.run_generation(ctx, plan, label)
+        drafts, counts = generation.drafts_from(gen.outcomes)
         repairs, repair_keys = await repair_drafts(ctx, drafts, emb, sources, generation.example_passage())
         ctx.rng.bit_generator.state = copy.deepcopy(rng_state)
         exam, assembly = assemble_exam(
@@ -126,7 +127,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
             nxt,
         )
         asked = nxt
-    ctx.supersede(generation.ExamDraft.KIND, {o.key for o in outcomes})
+    ctx.supersede(generation.ExamDraft.KIND, {o.key for o in gen.outcomes})
     ctx.supersede(ExamRepair.KIND, repair_keys)
     stats = ExamStats(
         planned=counts.planned,
@@ -138,6 +139,7 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
         kept=assembly.kept,
         embedding_filters=assembly.embedding_filters,
         repairs=repairs if cfg.repair.attempts else None,
+        later_passes=_later_passes(gen, exam),
     )
     if target is not None and (len(rounds) > 1 or cfg.target_questions is not None):
         stats.rounds = rounds
@@ -149,6 +151,15 @@ async def generate_exam(ctx: RunContext[Config], cfg: Config) -> tuple[list[Exam
             f"{len(exam)} questions kept, short of {wanted}, after {asked} asked (at most {cap})"
         )
     return exam, stats
+
+
+def _later_passes(gen: generation.Generation, exam: list[ExamQuestion]) -> LaterPasses | None:
+    """What the chunks' later variants gave (None when every chunk was asked once)."""
+    later = {o.key for o in gen.outcomes if o.unit.variant > 0}
+    if not later and not gen.exhausted:
+        return None
+    kept = sum(1 for q in exam if q.draft_key is not None and q.draft_key.rsplit("#", 1)[0] in later)
+    return LaterPasses(asked=len(later), exhausted=len(gen.exhausted), kept=kept)
 
 
 def _next_round_size(cfg: Config, target: int | None, rounds: list[Round], cap: int) -> int | None:
