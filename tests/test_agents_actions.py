@@ -258,6 +258,16 @@ def test_calls_written_as_text_are_read_back() -> None:
     # Answers stay answers: prose, JSON naming no offered tool, a tool named inside prose.
     for text in ("Port Selwick", '{"name": "Paris"}', 'I would call {"name": "Search"} but no.', "[1, 2]"):
         assert calls_in_text(text, offered) == ((), text)
+    # A call to a tool that does not exist (measured on the 1.5B: the search term as the tool's name, the
+    # template's doubled braces copied) is a call — the toolbox answers "unknown tool" — not the answer.
+    wrong = '{{"name": "Air Water Collection", "arguments": {"entity": "Tomas Ilveth"}}}'
+    calls, rest = calls_in_text(wrong, offered)
+    assert [(c.name, c.parsed_arguments) for c in calls] == [
+        ("Air Water Collection", {"entity": "Tomas Ilveth"})
+    ]
+    assert rest == ""
+    doubled = '{{"name": "Search", "arguments": {"entity": "Sellin Line"}}}'
+    assert [c.name for c in calls_in_text(doubled, offered)[0]] == ["Search"]
 
 
 def _local_against(server: MockServer) -> Model:

@@ -6,7 +6,11 @@ and asks for each call as `<tool_call>{"name": <function-name>, "arguments": <ar
 the small models often leave them off and write the bare call object, which llama.cpp then returns as
 plain content, often followed by a guess at the tool's result. This module reads the calls the template
 asked for from that content: tagged blocks, or a reply that starts with call objects naming an offered
-tool (the guess after them is dropped). Any other reply stays text (the answer).
+tool (the guess after them is dropped). A reply that is plainly a call — an object with a "name" and an
+"arguments" object — is read as one even when the name is no offered tool (the model put the search term
+where the tool's name goes): the toolbox answers "unknown tool" and the model can correct itself, as with
+a server that returns such a call, instead of the call's text ending the run as its answer. Doubled braces
+(`{{"name": ...}}`, the template's escaping copied) are read as single ones. Any other reply stays text.
 """
 
 from __future__ import annotations
@@ -37,10 +41,24 @@ def _value(text: str) -> Any:
 
 
 def _call(value: Any, offered: set[str], index: int) -> ToolCallRequest | None:
-    if not isinstance(value, dict) or value.get("name") not in offered:
+    """The call `value` is: an offered tool's name, or any name with an arguments object beside it."""
+    if not isinstance(value, dict) or not isinstance(name := value.get("name"), str):
         return None
     args = value.get("arguments", value.get("parameters", {}))
-    return ToolCallRequest.parse(f"call_{index}", str(value["name"]), args)
+    if name not in offered and not (
+        ("arguments" in value or "parameters" in value) and isinstance(args, dict)
+    ):
+        return None
+    return ToolCallRequest.parse(f"call_{index}", name, args)
+
+
+def _undoubled(body: str) -> str:
+    """`{{...}}` as `{...}`: a small model copying the chat template's escaped braces."""
+    if body.startswith("{{"):
+        body = body[1:]
+        if body.rstrip().endswith("}}"):
+            body = body.rstrip()[:-1]
+    return body
 
 
 def calls_in_text(text: str, offered: set[str]) -> tuple[tuple[ToolCallRequest, ...], str]:
@@ -54,7 +72,7 @@ def calls_in_text(text: str, offered: set[str]) -> tuple[tuple[ToolCallRequest, 
         return (), text
     body = text.strip()
     fenced = _FENCE.match(body)
-    body = fenced.group(1).strip() if fenced else body
+    body = _undoubled(fenced.group(1).strip() if fenced else body)
     if not body.startswith(("{", "[")):
         return (), text
     # One call object, a list of them, or several objects one after another; what follows the last one
