@@ -39,7 +39,7 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     },
     {
         # Rate denominators: "per second", "/s", "a minute" ("msg/s" is per second, not "/min").
-        "per second": (rf"{_EVERY}\s*second", r"/\s*s", r"/\s*sec"),
+        "per second": (rf"{_EVERY}\s*second", r"/\s*s", r"/\s*sec", r"[kmgt]?bps"),
         "per minute": (rf"{_EVERY}\s*minute", r"/\s*min"),
         "hourly": ("hourly", rf"{_EVERY}\s*hour", r"/\s*h", r"/\s*hr"),
         "daily": ("daily", rf"{_EVERY}\s*day", "nightly", r"/\s*d"),
