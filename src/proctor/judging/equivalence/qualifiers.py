@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from proctor.judging.equivalence.rates import agreeing, disagreeing, per_day
+from proctor.judging.equivalence.rates import agreeing, daily_differs, disagreeing, per_day
 
 # "per day", "each day", "every day", "once a day", "3 times a day", "/day" — not "in a day", "an hour".
 _EVERY = r"(?:per|each|every|(?:once|twice|thrice|times)\s+an?|/)"
@@ -21,6 +21,8 @@ _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"  # "every Sunday" is we
 _EACH = r"(?:per|each|every)"
 # A period after a count of doses ("twice daily", "3 times a day", "once per week").
 _A_PERIOD = r"(?=\s+(?:an?|per|each|every|daily|nightly|weekly|monthly|yearly|hourly)\b)"
+# A period that recurs: a treatment cycle, a day, a week.
+_PERIOD = r"(?:cycle|day|week|month|year|period|session|course)s?"
 # Each contrast: member → its spellings (regular expressions, lower case, read as whole words).
 CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"tcp": ("tcp",), "udp": ("udp",)},
@@ -59,7 +61,11 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     },
     {"minimum": ("minimum", "at least", "lowest", r"no\s+(?:less|fewer|earlier|sooner)\s+than"),
      "maximum": ("maximum", "at most", "highest", r"(?:no|not)\s+more\s+than")},
-    {"before": ("before", "prior to"), "after": ("after", "following")},
+    {"before": ("before", "prior to"), "after": ("after", rf"following(?!\s+{_PERIOD})")},
+    # Which period: the same one, the one after it or the one before ("day 3 of the following cycle").
+    {"same period": (rf"(?:same|current|this)\s+{_PERIOD}",),
+     "next period": (rf"(?:next|following|subsequent|later)\s+{_PERIOD}",),
+     "previous period": (rf"(?:previous|preceding|prior)\s+{_PERIOD}",)},
     {"systolic": ("systolic",), "diastolic": ("diastolic",)},
     # When a concentration is measured: before the next dose (its lowest) or after one (its highest).
     {"trough": ("trough", "pre-dose", "predose", r"c\s?min"),
@@ -145,9 +151,12 @@ def contradicted(answer: str, reference: str, question: str = "") -> tuple[str, 
 
     Rates (`rates`): both texts state rates and none agree ("twice daily" for "every 8 hours") is a
     contradiction; rates that agree ("10 per second" for "600 per minute") are blanked first, so their
-    denominators are no contrast."""
+    denominators are no contrast. Daily amounts (`rates.daily_amounts`) that differ are a contradiction
+    too ("400 mg twice daily" for "400 mg/day")."""
     if (other := disagreeing(answer, reference)) is not None:
         return per_day(other[0]), per_day(other[1])
+    if (amounts := daily_differs(answer, reference)) is not None:
+        return f"{amounts[0]} a day", f"{amounts[1]} a day"
     if (blanked := agreeing(answer, reference)) is not None:
         answer, reference = blanked
     asked = named(question) if question else [set[str]() for _ in _PATTERNS]

@@ -72,6 +72,8 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
         and not any(same(q, r) for q in quantities(answer) for r in quantities(reference) if r.unit)
     ):
         return RuleDecision("reference_quantity_missing", "the answer states only the question's numbers")
+    if question and (bare := _question_number_bare(answer, reference, question)) is not None:
+        return bare
     # A power of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is a conversion the guard does
     # not read: left to the LLM.
     if has_power_of_ten(reference) != has_power_of_ten(answer):
@@ -130,6 +132,31 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
         return RuleDecision(
             "reference_quantity_missing", f"the reference states {shown}; the answer {other} instead"
         )
+    return None
+
+
+def _question_number_bare(answer: str, reference: str, question: str) -> RuleDecision | None:
+    """The question gives a number bare ("What does --snaplen 256 do?"), the reference states it in a
+    unit ("the first 256 bytes of each packet") and the answer states it without speaking of that unit's
+    dimension at all ("sets the snaplen to 256"): the unit is what the reference adds, and the answer's
+    number is the question's. Sure: an answer that never speaks of bytes cannot state 256 bytes."""
+    measures, given = table().measures, all_numbers(question)
+    asked = quantities(question)
+    spoken = answer_dimensions(answer)
+    for r in plain_quantities(reference):
+        dim = measures.get(r.unit or "")
+        if (
+            dim
+            and round(r.value, 6) in given
+            and not any(same(q, r) for q in asked if q.unit)
+            and round(r.value, 6) in all_numbers(answer)
+            and dim not in spoken
+            and not any(same(q, r) for q in quantities(answer) if q.unit)
+        ):
+            return RuleDecision(
+                "reference_quantity_missing",
+                f"the answer repeats the question's {r.value:g} without the reference's {r.written or r.unit}",
+            )
     return None
 
 

@@ -44,6 +44,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b(?P<n2>{NUM}|{NUMBER_WORD}|once|twice|thrice)(?:\s*(?:times|x))?\s+(?P<adv>hourly|daily|nightly|weekly)\b"
         ),
     ),
+    # "in two divided doses": a daily amount given so many times a day.
+    ("divided", re.compile(rf"\b(?:in\s+)?(?P<n>{NUM}|{NUMBER_WORD})\s+divided\s+doses\b")),
     # "every 8 hours", "every 12 h", "at 8-hour intervals", "every hour".
     ("every", re.compile(rf"\bevery\s+(?:(?P<n>{NUM}|{NUMBER_WORD})\s*)?{_SPAN}\b")),
     ("every", re.compile(rf"\b(?P<n>{NUM}|{NUMBER_WORD})[\s-]*{_SPAN}(?:ly)?\s+intervals?\b")),
@@ -68,6 +70,8 @@ def _read(kind: str, m: re.Match[str]) -> float | None:
         return 1.0 / _ADVERBS[m["adv"]]
     if kind == "counted" and any(w in table().aliases for w in m["what"].split()):
         return None  # "500 mg per day" is a dose, "41 cm a year" a speed
+    if kind == "divided":
+        return (number(m["n"]) or 0.0) / 86400.0 or None
     if kind == "times":
         raw = m["n"] or m["n2"]
         count = _TIMES.get(raw) or number(raw) or 0.0
@@ -79,21 +83,76 @@ def _read(kind: str, m: re.Match[str]) -> float | None:
     return n / span if kind == "counted" else 1.0 / (span * n)
 
 
-def _scan(text: str) -> tuple[str, list[float]]:
-    """(the text with every rate blanked, the rates it states in events per second)."""
+def _matches(text: str) -> tuple[str, list[tuple[int, str, float]]]:
+    """(the text lower-cased with every rate blanked, (start, kind, events per second) of each rate in
+    the order the text states them)."""
     t = written_out(text).lower()  # "4k msg/s" as 4000 a second
-    found: list[tuple[int, float]] = []
+    found: list[tuple[int, str, float]] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(t):
             if (rate := _read(kind, m)) is not None:
-                found.append((m.start(), rate))
+                found.append((m.start(), kind, rate))
                 t = t[: m.start()] + " " * (m.end() - m.start()) + t[m.end() :]
-    return t, [r for _, r in sorted(found)]
+    return t, sorted(found)
+
+
+def _scan(text: str) -> tuple[str, list[float]]:
+    """(the text with every rate blanked, the rates it states in events per second)."""
+    blanked, found = _matches(text)
+    return blanked, [r for _, _, r in found]
 
 
 def rates(text: str) -> list[float]:
     """The rates a text states, in events per second, in the order it states them."""
     return _scan(text)[1]
+
+
+# An amount in a unit ("400 mg"), then what makes it a daily amount: "/day", "per day", "a day".
+_AMOUNT = re.compile(rf"(?<![\w.])(?P<num>{NUM})\s*(?P<unit>[µμ]?[a-z]+)\b")
+_PER_DAY = re.compile(r"\s*(?:/\s*d(?:ay)?\b|(?:per|a|each)\s+day\b)")
+_BEFORE_RATE = re.compile(r"[\s,]*")
+
+
+def daily_amounts(text: str) -> list[tuple[str, float, str]]:
+    """(dimension, amount in its base unit, as written in the text's unit) taken in a day, for each amount the text states over a day
+    ("400 mg/day", "400 mg a day") or directly before a frequency ("400 mg twice daily" is 800 mg a day,
+    "500 mg q8h" 1500 mg); "400 mg/day in two divided doses" is 400 mg a day. Sure: a dose per
+    administration times the administrations in a day is the daily amount."""
+    convert = table().convert
+    original = written_out(text).lower()
+    blanked, found = _matches(text)
+    starts = {start: (kind, rate) for start, kind, rate in found}
+    out = []
+    for m in _AMOUNT.finditer(blanked):
+        unit = table().aliases.get(m["unit"])
+        if unit not in convert:
+            continue
+        dimension, factor = convert[unit]
+        value = float(m["num"].replace(",", ""))
+        if _PER_DAY.match(original, m.end()):
+            out.append((dimension, value * factor, f"{value:g} {m['unit']}"))
+            continue
+        if original.startswith("/", m.end()):
+            continue  # "mg/kg": an amount per something else
+        gap = _BEFORE_RATE.match(original, m.end())
+        following = starts.get(gap.end()) if gap else None
+        if following is not None:
+            kind, rate = following
+            daily = value if kind == "divided" else value * rate * 86400.0
+            out.append((dimension, daily * factor, f"{daily:g} {m['unit']}"))
+    return out
+
+
+def daily_differs(answer: str, reference: str) -> tuple[str, str] | None:
+    """(a daily amount of the reference, one of the answer, as written) when both state daily amounts of one
+    dimension and none of the answer's is one of the reference's ("400 mg twice daily" for "400 mg/day":
+    800 mg a day against 400); else None."""
+    ours, theirs = daily_amounts(reference), daily_amounts(answer)
+    for dimension, _, shown in ours:
+        stated = [(v, said) for d, v, said in theirs if d == dimension]
+        if stated and not any(_equal(v, w) for v, _ in stated for d, w, _ in ours if d == dimension):
+            return shown, stated[0][1]
+    return None
 
 
 def _equal(x: float, y: float) -> bool:
