@@ -79,6 +79,11 @@ def states_identifier(answer: str, identifier: str) -> bool:
 
 
 _INITIALS_WORDS = re.compile(r"[A-Za-z][\w'-]*")
+# "family 1 member A4", "family 2 subfamily C member 19": a gene code's "1A4", "2C19" in words.
+_GENE_MEMBER = re.compile(
+    r"\bfamily\s+(?P<family>\d+),?\s+(?:subfamily\s+(?P<sub>[A-Z]),?\s+)?member\s+(?P<member>[A-Z]?\d+)\b",
+    re.IGNORECASE,
+)
 _SKIPPED = frozenset({"of", "the", "and", "for", "to", "in", "on", "a", "an"})
 
 
@@ -89,7 +94,9 @@ def expanded(answer: str, identifier: str) -> bool:
     digits ("CYP3A4") as its part from the first digit on ("3A4"), written as a word, just after words
     whose first begins with the code's first letter and which hold its other leading letters in order
     ("Cytochrome P450 3A4", "human epidermal growth factor receptor 2" for "HER2"); capitals and a
-    lower-case letter ("FXIa") as all but the first letter, after a word with that letter ("factor XIa")."""
+    lower-case letter ("FXIa") as all but the first letter, after a word with that letter ("factor XIa").
+    A gene's full name writes its code's family, subfamily and member in words ("UDP glucuronosyltransferase
+    family 1 member A4" for "UGT1A4"; "family 2 subfamily C member 19" for "2C19")."""
     if re.fullmatch(r"[A-Za-z]{3,}", identifier) and 2 * sum(c.isupper() for c in identifier) >= len(
         identifier
     ):
@@ -103,6 +110,7 @@ def expanded(answer: str, identifier: str) -> bool:
             return True
     # A code from its first digit on ("CYP3A4": "3A4"), or an activated factor after its letter ("FXIa":
     # "XIa", written after "factor").
+    answer = _GENE_MEMBER.sub(lambda g: f"{g['family']}{g['sub'] or ''}{g['member']}", answer)
     m = re.fullmatch(r"(?P<lead>[A-Za-z]+)(?P<rest>\d[A-Za-z0-9]*)", identifier) or re.fullmatch(
         r"(?P<lead>[A-Z])(?P<rest>[A-Z]+[a-rt-z])", identifier
     )

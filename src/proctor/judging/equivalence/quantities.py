@@ -38,6 +38,9 @@ _IDIOMS = [
     (re.compile(r"\bbiennial(?:ly)?\b"), " every 2 years"),
     (re.compile(r"\btriennial(?:ly)?\b"), " every 3 years"),
     (re.compile(r"\bfortnightly\b"), " once a fortnight"),
+    # "Halve all doses": a half of what was, as "reduce by 50%" states it (a share; the direction is a
+    # contrast of `qualifiers`).
+    (re.compile(r"\bhalv(?:e|es|ed|ing)\b"), "half"),
 ]
 
 

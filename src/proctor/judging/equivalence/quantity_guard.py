@@ -27,7 +27,7 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b\s*([a-zµμ%°]*)", re.IGNORECAS
 # A currency the answer names with its sign or word; a reference in another (or the corpus's own) currency
 # is not the same amount ("€64" for "64 skell").
 _CURRENCY = re.compile(r"[€$£¥]|\b(?:euros?|dollars?|pounds? sterling|yen|usd|eur|gbp)\b", re.IGNORECASE)
-_MAX_PHRASE_WORDS = 12
+_MAX_PHRASE_WORDS = 16
 _FREQUENCY = re.compile(
     r"\b(?:once|twice|thrice|times)\s+(?:an?|per|each|every)\b|\bevery\b|\b(?:hourly|daily|weekly|monthly)\b",
     re.IGNORECASE,
