@@ -41,6 +41,9 @@ _IDIOMS = [
     # "Halve all doses": a half of what was, as "reduce by 50%" states it (a share; the direction is a
     # contrast of `qualifiers`).
     (re.compile(r"\bhalv(?:e|es|ed|ing)\b"), "half"),
+    # "5 consecutive days", "3 more hours": a word between a number and its unit that counts no other
+    # thing (else "5 consecutive weeks" reads as the bare count of "5 consecutive days").
+    (re.compile(r"(?<=\d)(\s+)(?:consecutive|successive|straight|additional|further|extra|more|full)\s+(?=[a-zµμ])"), r"\1"),
 ]
 
 

@@ -20,7 +20,7 @@ from proctor.judging.equivalence.quantities import (
     ratio_unit,
     same,
 )
-from proctor.judging.equivalence.rates import agreeing
+from proctor.judging.equivalence.rates import agreeing, daily_stated
 from proctor.judging.equivalence.units import table
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b\s*([a-zµμ%°]*)", re.IGNORECASE)
@@ -83,10 +83,12 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
     wanted = {v for start, _, v in number_mentions(reference) if start == 0 or not reference[start].isupper()}
     if not wanted or (clock_times(reference) and clock_times(answer)):  # "half past six" for 06:30
         return None
-    # "450K" is 450,000 (a thousands suffix on a bare number).
-    have = all_numbers(answer) | {
-        q.value * 1000 for q in quantities(answer) if q.unit is None and q.written == "k"
-    }
+    # "450K" is 450,000 (a thousands suffix on a bare number); "150 mg twice daily" states "300 mg/day".
+    have = (
+        all_numbers(answer)
+        | {q.value * 1000 for q in quantities(answer) if q.unit is None and q.written == "k"}
+        | daily_stated(answer, reference)
+    )
     if (named := _multiple_in_a_unit(answer, reference)) is not None:
         return named
     money = _CURRENCY.search(answer)

@@ -14,6 +14,7 @@ counted rate: it is a dose or a speed, read by `quantities`. A bare "daily" is o
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from proctor.judging.equivalence.codes import written_out
 from proctor.judging.equivalence.numbers import NUM, NUMBER_WORD, number
@@ -113,11 +114,22 @@ _PER_DAY = re.compile(r"\s*(?:/\s*d(?:ay)?\b|(?:per|a|each)\s+day\b)")
 _BEFORE_RATE = re.compile(r"[\s,]*")
 
 
-def daily_amounts(text: str) -> list[tuple[str, float, str]]:
-    """(dimension, amount in its base unit, as written in the text's unit) taken in a day, for each amount the text states over a day
-    ("400 mg/day", "400 mg a day") or directly before a frequency ("400 mg twice daily" is 800 mg a day,
-    "500 mg q8h" 1500 mg); "400 mg/day in two divided doses" is 400 mg a day. Sure: a dose per
-    administration times the administrations in a day is the daily amount."""
+@dataclass(frozen=True)
+class DailyAmount:
+    """An amount taken in a day: its dimension, its value in the dimension's base unit, how to show it
+    (in the text's unit) and the number the text wrote for it."""
+
+    dimension: str
+    base: float
+    shown: str
+    written: float
+
+
+def daily_amounts(text: str) -> list[DailyAmount]:
+    """The amounts taken in a day a text states: over a day ("400 mg/day", "400 mg a day") or directly
+    before a frequency ("400 mg twice daily" is 800 mg a day, "500 mg q8h" 1500 mg); "400 mg/day in two
+    divided doses" is 400 mg a day. Sure: a dose per administration times the administrations in a day
+    is the daily amount."""
     convert = table().convert
     original = written_out(text).lower()
     blanked, found = _matches(text)
@@ -130,7 +142,7 @@ def daily_amounts(text: str) -> list[tuple[str, float, str]]:
         dimension, factor = convert[unit]
         value = float(m["num"].replace(",", ""))
         if _PER_DAY.match(original, m.end()):
-            out.append((dimension, value * factor, f"{value:g} {m['unit']}"))
+            out.append(DailyAmount(dimension, value * factor, f"{value:g} {m['unit']}", value))
             continue
         if original.startswith("/", m.end()):
             continue  # "mg/kg": an amount per something else
@@ -139,20 +151,27 @@ def daily_amounts(text: str) -> list[tuple[str, float, str]]:
         if following is not None:
             kind, rate = following
             daily = value if kind == "divided" else value * rate * 86400.0
-            out.append((dimension, daily * factor, f"{daily:g} {m['unit']}"))
+            out.append(DailyAmount(dimension, daily * factor, f"{daily:g} {m['unit']}", value))
     return out
 
 
 def daily_differs(answer: str, reference: str) -> tuple[str, str] | None:
-    """(a daily amount of the reference, one of the answer, as written) when both state daily amounts of one
-    dimension and none of the answer's is one of the reference's ("400 mg twice daily" for "400 mg/day":
-    800 mg a day against 400); else None."""
+    """(a daily amount of the reference, one of the answer, as written) when both state daily amounts of
+    one dimension and none of the answer's is one of the reference's ("400 mg twice daily" for "400
+    mg/day": 800 mg a day against 400); else None."""
     ours, theirs = daily_amounts(reference), daily_amounts(answer)
-    for dimension, _, shown in ours:
-        stated = [(v, said) for d, v, said in theirs if d == dimension]
-        if stated and not any(_equal(v, w) for v, _ in stated for d, w, _ in ours if d == dimension):
-            return shown, stated[0][1]
+    for wanted in ours:
+        stated = [d for d in theirs if d.dimension == wanted.dimension]
+        if stated and not any(_equal(d.base, w.base) for d in stated for w in ours):
+            return wanted.shown, stated[0].shown
     return None
+
+
+def daily_stated(answer: str, reference: str) -> set[float]:
+    """The numbers the reference writes for daily amounts the answer states in another form ("300" of
+    "300 mg/day" where the answer says "150 mg twice daily")."""
+    theirs = daily_amounts(answer)
+    return {w.written for w in daily_amounts(reference) if any(_equal(d.base, w.base) for d in theirs)}
 
 
 def _equal(x: float, y: float) -> bool:
