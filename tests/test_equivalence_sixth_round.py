@@ -9,7 +9,7 @@ import pytest
 
 from equivalence_checks import guard_method as _veto
 from equivalence_checks import rule_method as _method
-from proctor.judging.equivalence.identifiers import expanded
+from proctor.judging.equivalence.identifiers import abbreviated, expanded
 from proctor.judging.equivalence.quantities import quantities
 from proctor.judging.equivalence.rates import daily_amounts, daily_differs, rates
 from proctor.judging.equivalence.rules import contains_reference, read_pair
@@ -97,7 +97,9 @@ def test_the_same_number_in_a_unit_of_another_dimension_is_vetoed() -> None:
 
 def test_a_question_number_repeated_without_the_reference_unit_is_vetoed() -> None:
     q = "What does the --mtu 1400 flag set?"
-    assert _veto("It sets the MTU to 1400.", "Packets of at most 1400 bytes", q) == "reference_quantity_missing"
+    assert (
+        _veto("It sets the MTU to 1400.", "Packets of at most 1400 bytes", q) == "reference_quantity_missing"
+    )
     assert _veto("Packets are at most 1400 bytes.", "Packets of at most 1400 bytes", q) is None
     # The question states the unit itself: the bare number is the reference's.
     assert _veto("It is 1400.", "1400 bytes", "Is the MTU 1400 bytes or 1500 bytes?") is None
@@ -143,3 +145,13 @@ def test_a_word_between_a_number_and_its_unit_keeps_the_unit() -> None:
     assert _veto("Up to 5 consecutive weeks.", "Up to 5 consecutive days", q) == "reference_quantity_missing"
     assert _method("For 3 more hours.", "3 more days", q) is None
     assert _method("Up to 5 days in a row.", "Up to 5 consecutive days", q) == "numeric_equivalent"
+
+
+def test_an_abbreviation_in_parentheses_stands_for_the_words_before_it() -> None:
+    assert abbreviated("It sends a TCP reset (RST) back.") == "It sends a TCP RST back."
+    assert abbreviated("the time to live (TTL) of a packet") == "the TTL of a packet"
+    assert abbreviated("the server (RST)") == "the server (RST)"  # the letters are not its
+    q = "What does a rejected TCP connection get back?"
+    answer = "A TCP reset (RST); UDP gets an ICMP port unreachable instead."
+    assert _method(answer, "A TCP RST", q) == "contains_reference"
+    assert _method("A TCP segment (RST) of some kind.", "A TCP RST", q) is None

@@ -204,3 +204,33 @@ def written_as_reference(answer: str, reference: str) -> bool:
     # "maxmemory"): its words with inner punctuation must stand in the reference too.
     ref_plain = set(re.findall(r"\w+", reference.lower()))
     return not any(re.sub(r"[^\w]", "", w) in ref_plain for w in have - set(tight_words(reference)))
+
+
+# A word and the abbreviation it is given in parentheses: "a TCP reset (RST)", "time to live (TTL)".
+_WORDS_THEN_ABBREVIATION = re.compile(
+    r"(?P<words>(?:[A-Za-z][\w-]*\s+){0,4}[A-Za-z][\w-]*)\s*\((?P<abbr>[A-Z]{2,6})\)"
+)
+
+
+def abbreviated(text: str) -> str:
+    """The text with each "words (ABBR)" written as "ABBR", where the abbreviation stands for the words
+    just before it: their initials spell it ("time to live (TTL)") or the last word begins with its first
+    letter and holds its letters in order ("reset (RST)"). Sure: a writer who puts an abbreviation in
+    parentheses after words that spell it names one thing twice."""
+
+    def one(m: re.Match[str]) -> str:
+        words, abbr = m["words"].split(), m["abbr"]
+        for k in range(1, len(words) + 1):
+            tail = words[-k:]
+            if expanded(" ".join(tail), abbr) or (
+                k == 1 and tail[0][0].upper() == abbr[0] and _in_order(abbr.lower(), tail[0].lower())
+            ):
+                return " ".join([*words[:-k], abbr])
+        return m[0]
+
+    return _WORDS_THEN_ABBREVIATION.sub(one, text)
+
+
+def _in_order(letters: str, word: str) -> bool:
+    it = iter(word)
+    return all(c in it for c in letters)

@@ -43,7 +43,12 @@ _IDIOMS = [
     (re.compile(r"\bhalv(?:e|es|ed|ing)\b"), "half"),
     # "5 consecutive days", "3 more hours": a word between a number and its unit that counts no other
     # thing (else "5 consecutive weeks" reads as the bare count of "5 consecutive days").
-    (re.compile(r"(?<=\d)(\s+)(?:consecutive|successive|straight|additional|further|extra|more|full)\s+(?=[a-zµμ])"), r"\1"),
+    (
+        re.compile(
+            r"(?<=\d)(\s+)(?:consecutive|successive|straight|additional|further|extra|more|full)\s+(?=[a-zµμ])"
+        ),
+        r"\1",
+    ),
 ]
 
 
@@ -56,8 +61,8 @@ _BITS = re.compile(r"(?<=\d)(\s*)([KMGT])b\b")
 
 def unit_text(text: str) -> str:
     """Lower case, codes blanked (versions, ISO dates, variants: `codes`), "4k" and "75 × 10⁹" as digits,
-    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "Mb" as megabits, "per cent" as "percent", "twenty-five"
-    as "25", multi-word units as one token, number-unit hyphens as spaces."""
+    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "Mb" as megabits, "per cent" as
+    "percent", "twenty-five" as "25", multi-word units as one token, number-unit hyphens as spaces."""
     units = table()
     t = _MOLAR.sub(lambda m: f"{m[1]}{m[2]}mol/l", written_out(mask_codes(text)))
     t = _BITS.sub(lambda m: f"{m[1]}{m[2]}bit", t)

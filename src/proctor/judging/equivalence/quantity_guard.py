@@ -155,9 +155,10 @@ def _question_number_bare(answer: str, reference: str, question: str) -> RuleDec
             and dim not in spoken
             and not any(same(q, r) for q in quantities(answer) if q.unit)
         ):
+            unit = r.written or r.unit
             return RuleDecision(
                 "reference_quantity_missing",
-                f"the answer repeats the question's {r.value:g} without the reference's {r.written or r.unit}",
+                f"the answer repeats the question's {r.value:g} without the reference's {unit}",
             )
     return None
 

@@ -9,6 +9,7 @@ from proctor.judging.equivalence.base import Rule, RuleDecision
 from proctor.judging.equivalence.dates import clock_times, date, dates, hhmm, ratio
 from proctor.judging.equivalence.guards import missing_part
 from proctor.judging.equivalence.identifiers import (
+    abbreviated,
     aside,
     identifiers,
     states_identifier,
@@ -238,20 +239,25 @@ def contains_reference(p: Pair) -> RuleDecision | None:
     answer does not
     hedge between numbers ("maybe", "between"), and no qualifier of the answer contrasts with the
     reference's or the question's ("It increases AUC by 45%" for "45%" to "By how much does X reduce
-    AUC?": `qualifiers`). Identifiers and words with inner punctuation must be
+    AUC?": `qualifiers`). An abbreviation in parentheses stands for the words before it ("a TCP reset
+    (RST)" holds "TCP RST": `identifiers.abbreviated`). Identifiers and words with inner punctuation must be
     written as the reference writes them (`identifiers.written_as_reference`).
 
     Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 104/104.
     """
     words = p.r.split()
-    if not contains_phrase(p.a.split(), words) or negated_in_clause(p.answer, words):
+    # "a TCP reset (RST)" holds "TCP RST": the abbreviation stands for the words before it.
+    answer = p.answer if contains_phrase(p.a.split(), words) else abbreviated(p.answer)
+    a = p.a if answer is p.answer else normalize_answer(without_v(answer))
+    if not contains_phrase(a.split(), words) or negated_in_clause(answer, words):
         return None
-    if ALTERNATIVES.search(p.answer) or not written_as_reference(p.answer, p.reference):
+    if ALTERNATIVES.search(answer) or not written_as_reference(answer, p.reference):
         return None
-    if contradicted(p.answer, p.reference, p.question) is not None:  # "It increases AUC by 45%"
+    if contradicted(answer, p.reference, p.question) is not None:  # "It increases AUC by 45%"
         return None
+    short = len(words) <= _MAX_NUMERIC_WORDS
     if p.kind == "quantity" and not (
-        stated_numbers(p.reference) and len(words) <= _MAX_NUMERIC_WORDS and not _HEDGED_AMONG_NUMBERS.search(p.a)
+        stated_numbers(p.reference) and short and not _HEDGED_AMONG_NUMBERS.search(a)
     ):
         return None
     return RuleDecision("contains_reference", p.r)
