@@ -195,8 +195,9 @@ def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
     """The answer states a quantity of the reference with its number but in another unit of the same
     dimension or without the reference's denominator, or in a unit of another dimension, and states it in
     no form: "2 to 8 ng/mL" for "2 to 8 µg/mL", "5 M" for "5 mM", "15 mg every 8 hours" for "15 mg/kg
-    every 8 hours" (a dose per kilogram is no dose), "125 mg/dL" for "125 mmol/L" (a mass per volume is
-    no amount per volume). Sure: the same digits in another unit are another amount."""
+    every 8 hours" (a dose per kilogram is no dose), "125 mg/dL" for "125 mmol/L" (what is measured out
+    is of another dimension: a mass, not an amount of substance). Sure: the same digits in another unit
+    are another amount."""
     stated = quantities(answer)
     for r in quantities(reference):
         if not r.unit or r.unit == "share" or any(same(q, r) for q in stated):
@@ -211,7 +212,7 @@ def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
                     _dimension(q.unit) == _dimension(r.unit) != ""
                     or q.unit == r.unit.partition("/")[0]
                     or _other_numerator(q.unit, r.unit)
-                    or "" != _dimension(q.unit) != _dimension(r.unit) != ""
+                    or "" != _dimension(_numerator(q.unit)) != _dimension(_numerator(r.unit)) != ""
                 )
             ):
                 return RuleDecision(
@@ -224,6 +225,11 @@ def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
                 "reference_quantity_missing", f"the reference states {r.value:g} {r.unit}; the answer molar"
             )
     return None
+
+
+def _numerator(unit: str) -> str:
+    """What a ratio unit measures out ("mg" of "mg/dl"); a plain unit is its own."""
+    return unit.partition("/")[0]
 
 
 def _other_numerator(stated: str, wanted: str) -> bool:
