@@ -10,6 +10,7 @@ import pytest
 from equivalence_checks import guard_method as _veto
 from equivalence_checks import rule_method as _method
 from proctor.judging.equivalence.identifiers import abbreviated, expanded
+from proctor.judging.equivalence.qualifiers import said_as_member
 from proctor.judging.equivalence.quantities import quantities
 from proctor.judging.equivalence.rates import daily_amounts, daily_differs, rates
 from proctor.judging.equivalence.rules import contains_reference, read_pair
@@ -155,3 +156,11 @@ def test_an_abbreviation_in_parentheses_stands_for_the_words_before_it() -> None
     answer = "A TCP reset (RST); UDP gets an ICMP port unreachable instead."
     assert _method(answer, "A TCP RST", q) == "contains_reference"
     assert _method("A TCP segment (RST) of some kind.", "A TCP RST", q) is None
+
+
+def test_a_contrast_member_in_other_words_is_no_missing_term() -> None:
+    assert said_as_member("the next day", "the following day") == {"next", "day"}
+    assert said_as_member("the next day", "the same day") == set()
+    q = "When is it repeated?"
+    assert _veto("The following day.", "The next day", q) is None
+    assert _veto("The same day.", "The next day", q) == "reference_qualifier_contradicted"

@@ -104,6 +104,18 @@ def named(text: str) -> list[set[str]]:
     return [{m for m, p in patterns.items() if p.search(t)} for patterns in _PATTERNS]
 
 
+def said_as_member(reference: str, answer: str) -> set[str]:
+    """The reference's words that spell a member of a contrast the answer names too, perhaps in other
+    words ("next" of "the next day" where the answer says "the following day"): the same qualifier, not
+    a missing word."""
+    t, out = _HALF_AN_HOUR.sub(" ", reference.lower()), set[str]()
+    for patterns, members in zip(_PATTERNS, named(answer), strict=True):
+        for member, pattern in patterns.items():
+            if member in members:
+                out |= {w for found in pattern.finditer(t) for w in re.findall(r"[a-z]+", found[0])}
+    return out
+
+
 def dropped(answer: str, reference: str) -> str | None:
     """The member of a contrast the reference names and the answer names none of ("UDP 7411" for "Port
     7411", "Weekly, Sunday at 02:00" for "at 02:00"), else None. Such an answer may state the same
