@@ -8,6 +8,7 @@ import re
 from proctor.judging.equivalence.base import RuleDecision
 from proctor.judging.equivalence.identifiers import dotted_tail, expanded, identifiers
 from proctor.judging.equivalence.numbers import stated_numbers
+from proctor.judging.equivalence.qualifiers import said_as_member
 from proctor.judging.equivalence.quantities import (
     RANGE,
     WRITTEN_RANGE,
@@ -104,7 +105,8 @@ def missing_term(answer: str, reference: str) -> RuleDecision | None:
     ("Maren Oakhill" for "Maren Oakhalt") or another word in a missing word's place ("the fog months" for
     "the grey months"; in a name's place, another name). An answer with none of its words, or that says a
     missing word otherwise ("water from the sea" for "seawater", "from the west" for "westerly",
-    "Mondays" for "Monday", a unit by its symbol: "MiB" for "mebibytes") or drops it, is left to the LLM
+    "Mondays" for "Monday", a unit by its symbol: "MiB" for "mebibytes", a contrast's member in its other
+    words: "the following day" for "the next day") or drops it, is left to the LLM
     (a paraphrase: "no charge" for "free"), and so are several ordinary words reworded, a verb after a
     subject pronoun ("It prompts" for "It asks": `_swappable`), a missing preposition ("via") and a
     reference that gives two names ("X, i.e. Y") or a placeholder ("<path>"). The reference's code
@@ -125,11 +127,14 @@ def missing_term(answer: str, reference: str) -> RuleDecision | None:
     # A unit is said by any of its names or symbols ("MiB" for "mebibytes").
     aliases = table().aliases
     units_said = {aliases[w] for w in have if w in aliases}
+    # A qualifier said in other words ("following" for "next": `qualifiers`) is said.
+    qualifier_words = said_as_member(reference, answer)
     missing = [
         w
         for w in wanted
         if w not in have
         and w not in code_words
+        and w not in qualifier_words
         and w not in _PREPOSITIONS
         and not said_otherwise(w, have)
         and aliases.get(w, "") not in units_said

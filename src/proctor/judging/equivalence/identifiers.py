@@ -79,6 +79,11 @@ def states_identifier(answer: str, identifier: str) -> bool:
 
 
 _INITIALS_WORDS = re.compile(r"[A-Za-z][\w'-]*")
+# "family 1 member A4", "family 2 subfamily C member 19": a gene code's "1A4", "2C19" in words.
+_GENE_MEMBER = re.compile(
+    r"\bfamily\s+(?P<family>\d+),?\s+(?:subfamily\s+(?P<sub>[A-Z]),?\s+)?member\s+(?P<member>[A-Z]?\d+)\b",
+    re.IGNORECASE,
+)
 _SKIPPED = frozenset({"of", "the", "and", "for", "to", "in", "on", "a", "an"})
 
 
@@ -89,7 +94,9 @@ def expanded(answer: str, identifier: str) -> bool:
     digits ("CYP3A4") as its part from the first digit on ("3A4"), written as a word, just after words
     whose first begins with the code's first letter and which hold its other leading letters in order
     ("Cytochrome P450 3A4", "human epidermal growth factor receptor 2" for "HER2"); capitals and a
-    lower-case letter ("FXIa") as all but the first letter, after a word with that letter ("factor XIa")."""
+    lower-case letter ("FXIa") as all but the first letter, after a word with that letter ("factor XIa").
+    A gene's full name writes its code's family, subfamily and member in words ("UDP glucuronosyltransferase
+    family 1 member A4" for "UGT1A4"; "family 2 subfamily C member 19" for "2C19")."""
     if re.fullmatch(r"[A-Za-z]{3,}", identifier) and 2 * sum(c.isupper() for c in identifier) >= len(
         identifier
     ):
@@ -103,6 +110,7 @@ def expanded(answer: str, identifier: str) -> bool:
             return True
     # A code from its first digit on ("CYP3A4": "3A4"), or an activated factor after its letter ("FXIa":
     # "XIa", written after "factor").
+    answer = _GENE_MEMBER.sub(lambda g: f"{g['family']}{g['sub'] or ''}{g['member']}", answer)
     m = re.fullmatch(r"(?P<lead>[A-Za-z]+)(?P<rest>\d[A-Za-z0-9]*)", identifier) or re.fullmatch(
         r"(?P<lead>[A-Z])(?P<rest>[A-Z]+[a-rt-z])", identifier
     )
@@ -196,3 +204,33 @@ def written_as_reference(answer: str, reference: str) -> bool:
     # "maxmemory"): its words with inner punctuation must stand in the reference too.
     ref_plain = set(re.findall(r"\w+", reference.lower()))
     return not any(re.sub(r"[^\w]", "", w) in ref_plain for w in have - set(tight_words(reference)))
+
+
+# A word and the abbreviation it is given in parentheses: "a TCP reset (RST)", "time to live (TTL)".
+_WORDS_THEN_ABBREVIATION = re.compile(
+    r"(?P<words>(?:[A-Za-z][\w-]*\s+){0,4}[A-Za-z][\w-]*)\s*\((?P<abbr>[A-Z]{2,6})\)"
+)
+
+
+def abbreviated(text: str) -> str:
+    """The text with each "words (ABBR)" written as "ABBR", where the abbreviation stands for the words
+    just before it: their initials spell it ("time to live (TTL)") or the last word begins with its first
+    letter and holds its letters in order ("reset (RST)"). Sure: a writer who puts an abbreviation in
+    parentheses after words that spell it names one thing twice."""
+
+    def one(m: re.Match[str]) -> str:
+        words, abbr = m["words"].split(), m["abbr"]
+        for k in range(1, len(words) + 1):
+            tail = words[-k:]
+            if expanded(" ".join(tail), abbr) or (
+                k == 1 and tail[0][0].upper() == abbr[0] and _in_order(abbr.lower(), tail[0].lower())
+            ):
+                return " ".join([*words[:-k], abbr])
+        return m[0]
+
+    return _WORDS_THEN_ABBREVIATION.sub(one, text)
+
+
+def _in_order(letters: str, word: str) -> bool:
+    it = iter(word)
+    return all(c in it for c in letters)

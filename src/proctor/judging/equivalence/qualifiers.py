@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from proctor.judging.equivalence.rates import agreeing, disagreeing, per_day
+from proctor.judging.equivalence.rates import agreeing, daily_differs, disagreeing, per_day
 
 # "per day", "each day", "every day", "once a day", "3 times a day", "/day" — not "in a day", "an hour".
 _EVERY = r"(?:per|each|every|(?:once|twice|thrice|times)\s+an?|/)"
@@ -21,6 +21,8 @@ _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"  # "every Sunday" is we
 _EACH = r"(?:per|each|every)"
 # A period after a count of doses ("twice daily", "3 times a day", "once per week").
 _A_PERIOD = r"(?=\s+(?:an?|per|each|every|daily|nightly|weekly|monthly|yearly|hourly)\b)"
+# A period that recurs: a treatment cycle, a day, a week.
+_PERIOD = r"(?:cycle|day|week|month|year|period|session|course)s?"
 # Each contrast: member → its spellings (regular expressions, lower case, read as whole words).
 CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"tcp": ("tcp",), "udp": ("udp",)},
@@ -39,7 +41,7 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     },
     {
         # Rate denominators: "per second", "/s", "a minute" ("msg/s" is per second, not "/min").
-        "per second": (rf"{_EVERY}\s*second", r"/\s*s", r"/\s*sec"),
+        "per second": (rf"{_EVERY}\s*second", r"/\s*s", r"/\s*sec", r"[kmgt]?bps"),
         "per minute": (rf"{_EVERY}\s*minute", r"/\s*min"),
         "hourly": ("hourly", rf"{_EVERY}\s*hour", r"/\s*h", r"/\s*hr"),
         "daily": ("daily", rf"{_EVERY}\s*day", "nightly", r"/\s*d"),
@@ -59,7 +61,11 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     },
     {"minimum": ("minimum", "at least", "lowest", r"no\s+(?:less|fewer|earlier|sooner)\s+than"),
      "maximum": ("maximum", "at most", "highest", r"(?:no|not)\s+more\s+than")},
-    {"before": ("before", "prior to"), "after": ("after", "following")},
+    {"before": ("before", "prior to"), "after": ("after", rf"following(?!\s+{_PERIOD})")},
+    # Which period: the same one, the one after it or the one before ("day 3 of the following cycle").
+    {"same period": (rf"(?:same|current|this)\s+{_PERIOD}",),
+     "next period": (rf"(?:next|following|subsequent|later)\s+{_PERIOD}",),
+     "previous period": (rf"(?:previous|preceding|prior)\s+{_PERIOD}",)},
     {"systolic": ("systolic",), "diastolic": ("diastolic",)},
     # When a concentration is measured: before the next dose (its lowest) or after one (its highest).
     {"trough": ("trough", "pre-dose", "predose", r"c\s?min"),
@@ -96,6 +102,18 @@ def named(text: str) -> list[set[str]]:
     """For each contrast, the members a text names."""
     t = _HALF_AN_HOUR.sub(" ", text.lower())
     return [{m for m, p in patterns.items() if p.search(t)} for patterns in _PATTERNS]
+
+
+def said_as_member(reference: str, answer: str) -> set[str]:
+    """The reference's words that spell a member of a contrast the answer names too, perhaps in other
+    words ("next" of "the next day" where the answer says "the following day"): the same qualifier, not
+    a missing word."""
+    t, out = _HALF_AN_HOUR.sub(" ", reference.lower()), set[str]()
+    for patterns, members in zip(_PATTERNS, named(answer), strict=True):
+        for member, pattern in patterns.items():
+            if member in members:
+                out |= {w for found in pattern.finditer(t) for w in re.findall(r"[a-z]+", found[0])}
+    return out
 
 
 def dropped(answer: str, reference: str) -> str | None:
@@ -145,9 +163,12 @@ def contradicted(answer: str, reference: str, question: str = "") -> tuple[str, 
 
     Rates (`rates`): both texts state rates and none agree ("twice daily" for "every 8 hours") is a
     contradiction; rates that agree ("10 per second" for "600 per minute") are blanked first, so their
-    denominators are no contrast."""
+    denominators are no contrast. Daily amounts (`rates.daily_amounts`) that differ are a contradiction
+    too ("400 mg twice daily" for "400 mg/day")."""
     if (other := disagreeing(answer, reference)) is not None:
         return per_day(other[0]), per_day(other[1])
+    if (amounts := daily_differs(answer, reference)) is not None:
+        return f"{amounts[0]} a day", f"{amounts[1]} a day"
     if (blanked := agreeing(answer, reference)) is not None:
         answer, reference = blanked
     asked = named(question) if question else [set[str]() for _ in _PATTERNS]

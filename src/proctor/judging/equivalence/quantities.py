@@ -38,19 +38,34 @@ _IDIOMS = [
     (re.compile(r"\bbiennial(?:ly)?\b"), " every 2 years"),
     (re.compile(r"\btriennial(?:ly)?\b"), " every 3 years"),
     (re.compile(r"\bfortnightly\b"), " once a fortnight"),
+    # "Halve all doses": a half of what was, as "reduce by 50%" states it (a share; the direction is a
+    # contrast of `qualifiers`).
+    (re.compile(r"\bhalv(?:e|es|ed|ing)\b"), "half"),
+    # "5 consecutive days", "3 more hours": a word between a number and its unit that counts no other
+    # thing (else "5 consecutive weeks" reads as the bare count of "5 consecutive days").
+    (
+        re.compile(
+            r"(?<=\d)(\s+)(?:consecutive|successive|straight|additional|further|extra|more|full)\s+(?=[a-zµμ])"
+        ),
+        r"\1",
+    ),
 ]
 
 
 # "0.38 nM", "5 mM": molar concentrations, read before lower case ("mm" is millimetres, "pm" p.m.).
 _MOLAR = re.compile(r"(?<=\d)(\s*)([nµμpm]?)M\b")
+# "180 Mb", "1 Gb/s": a capital prefix before a lower-case "b" is bits (a "B" is bytes), read before lower
+# case.
+_BITS = re.compile(r"(?<=\d)(\s*)([KMGT])b\b")
 
 
 def unit_text(text: str) -> str:
     """Lower case, codes blanked (versions, ISO dates, variants: `codes`), "4k" and "75 × 10⁹" as digits,
-    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "per cent" as "percent", "twenty-five"
-    as "25", multi-word units as one token, number-unit hyphens as spaces."""
+    molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "Mb" as megabits, "per cent" as
+    "percent", "twenty-five" as "25", multi-word units as one token, number-unit hyphens as spaces."""
     units = table()
     t = _MOLAR.sub(lambda m: f"{m[1]}{m[2]}mol/l", written_out(mask_codes(text)))
+    t = _BITS.sub(lambda m: f"{m[1]}{m[2]}bit", t)
     t = t.lower().replace("per cent", "percent")
     t = units.hyphenated.sub(" ", compounds_as_digits(t))
     for pattern, unit in [*units.phrases, *_IDIOMS]:

@@ -20,14 +20,14 @@ from proctor.judging.equivalence.quantities import (
     ratio_unit,
     same,
 )
-from proctor.judging.equivalence.rates import agreeing
+from proctor.judging.equivalence.rates import agreeing, daily_stated
 from proctor.judging.equivalence.units import table
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b\s*([a-zµμ%°]*)", re.IGNORECASE)
 # A currency the answer names with its sign or word; a reference in another (or the corpus's own) currency
 # is not the same amount ("€64" for "64 skell").
 _CURRENCY = re.compile(r"[€$£¥]|\b(?:euros?|dollars?|pounds? sterling|yen|usd|eur|gbp)\b", re.IGNORECASE)
-_MAX_PHRASE_WORDS = 12
+_MAX_PHRASE_WORDS = 16
 _FREQUENCY = re.compile(
     r"\b(?:once|twice|thrice|times)\s+(?:an?|per|each|every)\b|\bevery\b|\b(?:hourly|daily|weekly|monthly)\b",
     re.IGNORECASE,
@@ -74,6 +74,8 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
         return RuleDecision(
             "reference_quantity_missing", "the answer states only the question's numbers", absent=True
         )
+    if question and (bare := _question_number_bare(answer, reference, question)) is not None:
+        return bare
     # A power of ten on one side only ("75,000 per µL" for "75 × 10⁹/L") is a conversion the guard does
     # not read: left to the LLM.
     if has_power_of_ten(reference) != has_power_of_ten(answer):
@@ -83,10 +85,12 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
     wanted = {v for start, _, v in number_mentions(reference) if start == 0 or not reference[start].isupper()}
     if not wanted or (clock_times(reference) and clock_times(answer)):  # "half past six" for 06:30
         return None
-    # "450K" is 450,000 (a thousands suffix on a bare number).
-    have = all_numbers(answer) | {
-        q.value * 1000 for q in quantities(answer) if q.unit is None and q.written == "k"
-    }
+    # "450K" is 450,000 (a thousands suffix on a bare number); "150 mg twice daily" states "300 mg/day".
+    have = (
+        all_numbers(answer)
+        | {q.value * 1000 for q in quantities(answer) if q.unit is None and q.written == "k"}
+        | daily_stated(answer, reference)
+    )
     if (named := _multiple_in_a_unit(answer, reference)) is not None:
         return named
     money = _CURRENCY.search(answer)
@@ -138,6 +142,32 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
     return None
 
 
+def _question_number_bare(answer: str, reference: str, question: str) -> RuleDecision | None:
+    """The question gives a number bare ("What does --snaplen 256 do?"), the reference states it in a
+    unit ("the first 256 bytes of each packet") and the answer states it without speaking of that unit's
+    dimension at all ("sets the snaplen to 256"): the unit is what the reference adds, and the answer's
+    number is the question's. Sure: an answer that never speaks of bytes cannot state 256 bytes."""
+    measures, given = table().measures, all_numbers(question)
+    asked = quantities(question)
+    spoken = answer_dimensions(answer)
+    for r in plain_quantities(reference):
+        dim = measures.get(r.unit or "")
+        if (
+            dim
+            and round(r.value, 6) in given
+            and not any(same(q, r) for q in asked if q.unit)
+            and round(r.value, 6) in all_numbers(answer)
+            and dim not in spoken
+            and not any(same(q, r) for q in quantities(answer) if q.unit)
+        ):
+            unit = r.written or r.unit
+            return RuleDecision(
+                "reference_quantity_missing",
+                f"the answer repeats the question's {r.value:g} without the reference's {unit}",
+            )
+    return None
+
+
 def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
     """The reference states one quantity in a unit that converts; the answer states quantities of its
     dimension and none of them is it ("2 GB" for "2 GiB", "300 ms" for "300s", "72 minutes" for "72
@@ -168,9 +198,11 @@ def _in_other_unit(answer: str, reference: str) -> RuleDecision | None:
 
 def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
     """The answer states a quantity of the reference with its number but in another unit of the same
-    dimension or without the reference's denominator, and states it in no form: "2 to 8 ng/mL" for "2 to
-    8 µg/mL", "5 M" for "5 mM", "15 mg every 8 hours" for "15 mg/kg every 8 hours" (a dose per kilogram
-    is no dose). Sure: the same digits in another unit are another amount."""
+    dimension or without the reference's denominator, or in a unit of another dimension, and states it in
+    no form: "2 to 8 ng/mL" for "2 to 8 µg/mL", "5 M" for "5 mM", "15 mg every 8 hours" for "15 mg/kg
+    every 8 hours" (a dose per kilogram is no dose), "125 mg/dL" for "125 mmol/L" (what is measured out
+    is of another dimension: a mass, not an amount of substance). Sure: the same digits in another unit
+    are another amount."""
     stated = quantities(answer)
     for r in quantities(reference):
         if not r.unit or r.unit == "share" or any(same(q, r) for q in stated):
@@ -185,6 +217,7 @@ def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
                     _dimension(q.unit) == _dimension(r.unit) != ""
                     or q.unit == r.unit.partition("/")[0]
                     or _other_numerator(q.unit, r.unit)
+                    or "" != _dimension(_numerator(q.unit)) != _dimension(_numerator(r.unit)) != ""
                 )
             ):
                 return RuleDecision(
@@ -197,6 +230,11 @@ def _same_number_other_unit(answer: str, reference: str) -> RuleDecision | None:
                 "reference_quantity_missing", f"the reference states {r.value:g} {r.unit}; the answer molar"
             )
     return None
+
+
+def _numerator(unit: str) -> str:
+    """What a ratio unit measures out ("mg" of "mg/dl"); a plain unit is its own."""
+    return unit.partition("/")[0]
 
 
 def _other_numerator(stated: str, wanted: str) -> bool:

@@ -14,6 +14,7 @@ counted rate: it is a dose or a speed, read by `quantities`. A bare "daily" is o
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from proctor.judging.equivalence.codes import written_out
 from proctor.judging.equivalence.numbers import NUM, NUMBER_WORD, number
@@ -44,6 +45,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b(?P<n2>{NUM}|{NUMBER_WORD}|once|twice|thrice)(?:\s*(?:times|x))?\s+(?P<adv>hourly|daily|nightly|weekly)\b"
         ),
     ),
+    # "in two divided doses": a daily amount given so many times a day.
+    ("divided", re.compile(rf"\b(?:in\s+)?(?P<n>{NUM}|{NUMBER_WORD})\s+divided\s+doses\b")),
     # "every 8 hours", "every 12 h", "at 8-hour intervals", "every hour".
     ("every", re.compile(rf"\bevery\s+(?:(?P<n>{NUM}|{NUMBER_WORD})\s*)?{_SPAN}\b")),
     ("every", re.compile(rf"\b(?P<n>{NUM}|{NUMBER_WORD})[\s-]*{_SPAN}(?:ly)?\s+intervals?\b")),
@@ -68,6 +71,8 @@ def _read(kind: str, m: re.Match[str]) -> float | None:
         return 1.0 / _ADVERBS[m["adv"]]
     if kind == "counted" and any(w in table().aliases for w in m["what"].split()):
         return None  # "500 mg per day" is a dose, "41 cm a year" a speed
+    if kind == "divided":
+        return (number(m["n"]) or 0.0) / 86400.0 or None
     if kind == "times":
         raw = m["n"] or m["n2"]
         count = _TIMES.get(raw) or number(raw) or 0.0
@@ -79,21 +84,94 @@ def _read(kind: str, m: re.Match[str]) -> float | None:
     return n / span if kind == "counted" else 1.0 / (span * n)
 
 
-def _scan(text: str) -> tuple[str, list[float]]:
-    """(the text with every rate blanked, the rates it states in events per second)."""
+def _matches(text: str) -> tuple[str, list[tuple[int, str, float]]]:
+    """(the text lower-cased with every rate blanked, (start, kind, events per second) of each rate in
+    the order the text states them)."""
     t = written_out(text).lower()  # "4k msg/s" as 4000 a second
-    found: list[tuple[int, float]] = []
+    found: list[tuple[int, str, float]] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(t):
             if (rate := _read(kind, m)) is not None:
-                found.append((m.start(), rate))
+                found.append((m.start(), kind, rate))
                 t = t[: m.start()] + " " * (m.end() - m.start()) + t[m.end() :]
-    return t, [r for _, r in sorted(found)]
+    return t, sorted(found)
+
+
+def _scan(text: str) -> tuple[str, list[float]]:
+    """(the text with every rate blanked, the rates it states in events per second)."""
+    blanked, found = _matches(text)
+    return blanked, [r for _, _, r in found]
 
 
 def rates(text: str) -> list[float]:
     """The rates a text states, in events per second, in the order it states them."""
     return _scan(text)[1]
+
+
+# An amount in a unit ("400 mg"), then what makes it a daily amount: "/day", "per day", "a day".
+_AMOUNT = re.compile(rf"(?<![\w.])(?P<num>{NUM})\s*(?P<unit>[µμ]?[a-z]+)\b")
+_PER_DAY = re.compile(r"\s*(?:/\s*d(?:ay)?\b|(?:per|a|each)\s+day\b)")
+_BEFORE_RATE = re.compile(r"[\s,]*")
+
+
+@dataclass(frozen=True)
+class DailyAmount:
+    """An amount taken in a day: its dimension, its value in the dimension's base unit, how to show it
+    (in the text's unit) and the number the text wrote for it."""
+
+    dimension: str
+    base: float
+    shown: str
+    written: float
+
+
+def daily_amounts(text: str) -> list[DailyAmount]:
+    """The amounts taken in a day a text states: over a day ("400 mg/day", "400 mg a day") or directly
+    before a frequency ("400 mg twice daily" is 800 mg a day, "500 mg q8h" 1500 mg); "400 mg/day in two
+    divided doses" is 400 mg a day. Sure: a dose per administration times the administrations in a day
+    is the daily amount."""
+    convert = table().convert
+    original = written_out(text).lower()
+    blanked, found = _matches(text)
+    starts = {start: (kind, rate) for start, kind, rate in found}
+    out = []
+    for m in _AMOUNT.finditer(blanked):
+        unit = table().aliases.get(m["unit"])
+        if unit not in convert:
+            continue
+        dimension, factor = convert[unit]
+        value = float(m["num"].replace(",", ""))
+        if _PER_DAY.match(original, m.end()):
+            out.append(DailyAmount(dimension, value * factor, f"{value:g} {m['unit']}", value))
+            continue
+        if original.startswith("/", m.end()):
+            continue  # "mg/kg": an amount per something else
+        gap = _BEFORE_RATE.match(original, m.end())
+        following = starts.get(gap.end()) if gap else None
+        if following is not None:
+            kind, rate = following
+            daily = value if kind == "divided" else value * rate * 86400.0
+            out.append(DailyAmount(dimension, daily * factor, f"{daily:g} {m['unit']}", value))
+    return out
+
+
+def daily_differs(answer: str, reference: str) -> tuple[str, str] | None:
+    """(a daily amount of the reference, one of the answer, as written) when both state daily amounts of
+    one dimension and none of the answer's is one of the reference's ("400 mg twice daily" for "400
+    mg/day": 800 mg a day against 400); else None."""
+    ours, theirs = daily_amounts(reference), daily_amounts(answer)
+    for wanted in ours:
+        stated = [d for d in theirs if d.dimension == wanted.dimension]
+        if stated and not any(_equal(d.base, w.base) for d in stated for w in ours):
+            return wanted.shown, stated[0].shown
+    return None
+
+
+def daily_stated(answer: str, reference: str) -> set[float]:
+    """The numbers the reference writes for daily amounts the answer states in another form ("300" of
+    "300 mg/day" where the answer says "150 mg twice daily")."""
+    theirs = daily_amounts(answer)
+    return {w.written for w in daily_amounts(reference) if any(_equal(d.base, w.base) for d in theirs)}
 
 
 def _equal(x: float, y: float) -> bool:

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from proctor.judging.equivalence.base import Rule, RuleDecision
 from proctor.judging.equivalence.dates import clock_times, date, dates, hhmm, ratio
-from proctor.judging.equivalence.guards import MAX_PART_WORDS, missing_part
+from proctor.judging.equivalence.guards import missing_part
 from proctor.judging.equivalence.identifiers import (
+    abbreviated,
     aside,
     identifiers,
     states_identifier,
@@ -30,6 +31,9 @@ from proctor.judging.equivalence.units import table
 from proctor.judging.equivalence.versions import without_v
 from proctor.judging.metrics import normalize_answer
 
+# The longest reference with numbers `contains_reference` credits when the answer holds it whole: a
+# phrase ("up to 5 consecutive days"), not a sentence whose numbers the answer may go on to change.
+_MAX_NUMERIC_WORDS = 8
 _HEDGED_AMONG_NUMBERS = re.compile(r"\b(?:between|maybe|possibly|perhaps|probably|likely|might)\b")
 
 
@@ -230,23 +234,30 @@ def _decimal_written_otherwise(answer: str, reference: str) -> bool:
 def contains_reference(p: Pair) -> RuleDecision | None:
     """Sure: the normalised reference stands in the normalised answer as a whole phrase, not negated in
     its clause, in an answer that offers no alternatives ("X or Y"). A reference with numbers counts only
-    when short (a few words: "41,300 inhabitants, of whom 18,000 …" for "41,300") and the answer does not
+    when a phrase of up to eight words ("41,300 inhabitants, of whom 18,000 …" for "41,300"; "… studied
+    for up to 5 consecutive days; longer use has not been studied" for "Up to 5 consecutive days") and the
+    answer does not
     hedge between numbers ("maybe", "between"), and no qualifier of the answer contrasts with the
     reference's or the question's ("It increases AUC by 45%" for "45%" to "By how much does X reduce
-    AUC?": `qualifiers`). Identifiers and words with inner punctuation must be
+    AUC?": `qualifiers`). An abbreviation in parentheses stands for the words before it ("a TCP reset
+    (RST)" holds "TCP RST": `identifiers.abbreviated`). Identifiers and words with inner punctuation must be
     written as the reference writes them (`identifiers.written_as_reference`).
 
     Measured precision (`bench/rule_precision.py --exclude biomedical`, eleven label sets): 104/104.
     """
     words = p.r.split()
-    if not contains_phrase(p.a.split(), words) or negated_in_clause(p.answer, words):
+    # "a TCP reset (RST)" holds "TCP RST": the abbreviation stands for the words before it.
+    answer = p.answer if contains_phrase(p.a.split(), words) else abbreviated(p.answer)
+    a = p.a if answer is p.answer else normalize_answer(without_v(answer))
+    if not contains_phrase(a.split(), words) or negated_in_clause(answer, words):
         return None
-    if ALTERNATIVES.search(p.answer) or not written_as_reference(p.answer, p.reference):
+    if ALTERNATIVES.search(answer) or not written_as_reference(answer, p.reference):
         return None
-    if contradicted(p.answer, p.reference, p.question) is not None:  # "It increases AUC by 45%"
+    if contradicted(answer, p.reference, p.question) is not None:  # "It increases AUC by 45%"
         return None
+    short = len(words) <= _MAX_NUMERIC_WORDS
     if p.kind == "quantity" and not (
-        stated_numbers(p.reference) and len(words) <= MAX_PART_WORDS and not _HEDGED_AMONG_NUMBERS.search(p.a)
+        stated_numbers(p.reference) and short and not _HEDGED_AMONG_NUMBERS.search(a)
     ):
         return None
     return RuleDecision("contains_reference", p.r)

@@ -35,7 +35,9 @@ FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
 _NOT_NAMES_TEXT = (
     "a an the it its this that these those they he she we you i there here in on at of to by for from with "
     "yes no not each every about around roughly approximately maybe perhaps probably possibly whenever "
-    "when if as and but or"
+    "when if as and but or "
+    # Verbs that state a number ("Halve all doses."), read by `quantities`.
+    "halve halves halved halving"
 )
 _NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n(•*\-–—]\s*|\"\s*)$")

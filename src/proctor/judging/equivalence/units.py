@@ -99,11 +99,14 @@ UNITS: tuple[Unit, ...] = (
     Unit("mb", _plural("megabyte"), ("mb",), "data", 1e6),
     Unit("gb", _plural("gigabyte"), ("gb",), "data", 1e9),
     Unit("tb", _plural("terabyte"), ("tb",), "data", 1e12),
-    # Bits are an eighth of a byte ("8 bits" is not "8 bytes"); "Mb" is read as megabytes (case is lost).
-    Unit("bit", _plural("bit"), (), "data", 0.125),
-    Unit("kbit", _plural("kilobit"), ("kbit",), "data", 125.0),
-    Unit("mbit", _plural("megabit"), ("mbit",), "data", 1.25e5),
-    Unit("gbit", _plural("gigabit"), ("gbit",), "data", 1.25e8),
+    # Bits are an eighth of a byte ("8 bits" is not "8 bytes"). A capital prefix before a lower-case "b"
+    # ("Mb", "Gb") is bits, read before lower case (`quantities.unit_text`); an all-lower-case "mb" stays
+    # megabytes (informal writing). "Gbps" is gigabits (a rate's "per second" is dropped as for "Gbit/s").
+    Unit("bit", _plural("bit"), ("bps",), "data", 0.125),
+    Unit("kbit", _plural("kilobit"), ("kbit", "kbps"), "data", 125.0),
+    Unit("mbit", _plural("megabit"), ("mbit", "mbps"), "data", 1.25e5),
+    Unit("gbit", _plural("gigabit"), ("gbit", "gbps"), "data", 1.25e8),
+    Unit("tbit", _plural("terabit"), ("tbit", "tbps"), "data", 1.25e11),
     Unit("kib", _plural("kibibyte"), ("kib",), "data", 2.0**10),
     Unit("mib", _plural("mebibyte"), ("mib",), "data", 2.0**20),
     Unit("gib", _plural("gibibyte"), ("gib",), "data", 2.0**30),
