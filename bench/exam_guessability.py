@@ -48,7 +48,18 @@ HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "exam_guessability.yaml"
 CORPUS = HERE.parent / "src" / "proctor" / "data" / "sample_corpus"
 # Guessability rules compared: none, the probability rule at several thresholds, two readers agreeing.
-RULES: list[str] = ["none", "p>=0.9", "p>=0.75", "p>=0.6", "p>=0.5", "readers_agree"]
+# "examiner p>=0.35": the examiner's own probability on the key (not the readers' mean), the rule chosen on
+# the development corpus exam_dev_corpus2 before the third blind corpus was measured (bench/README).
+RULES: list[str] = [
+    "none",
+    "p>=0.9",
+    "p>=0.75",
+    "p>=0.6",
+    "p>=0.5",
+    "readers_agree",
+    "examiner p>=0.35",
+    "examiner p>=0.4",
+]
 
 
 @dataclass(frozen=True)
@@ -101,10 +112,19 @@ def accuracy(results: dict[str, bool | None], ids: list[str]) -> dict[str, Any]:
     return Estimate.proportion(sum(1 for r in answered if r), len(answered)).model_dump()
 
 
-def flagged(q: dict[str, Any], rule: str, readers: dict[str, dict[str, bool]]) -> bool:
-    """Whether `rule` calls item `q` guessable (`readers`: item id -> reader -> picked the key)."""
+def flagged(
+    q: dict[str, Any],
+    rule: str,
+    readers: dict[str, dict[str, bool]],
+    examiner_p: dict[str, float] | None = None,
+) -> bool:
+    """Whether `rule` calls item `q` guessable (`readers`: item id -> reader -> picked the key;
+    `examiner_p`: item id -> the examiner's closed-book probability on the key)."""
     if rule == "none":
         return False
+    if rule.startswith("examiner p>="):
+        p = (examiner_p or {}).get(q["id"])
+        return p is not None and p >= float(rule.split(">=")[1])
     if rule == "readers_agree":
         picks = readers.get(q["id"], {})
         if len(picks) >= 2:
@@ -119,10 +139,11 @@ def table(
     answers: dict[str, dict[str, bool | None]],
     seen: set[str],
     readers: dict[str, dict[str, bool]],
+    examiner_p: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for rule in RULES:
-        kept = [q for q in exam if not flagged(q, rule, readers)]
+        kept = [q for q in exam if not flagged(q, rule, readers, examiner_p)]
         first = [q["id"] for q in kept if q["source"] in seen]
         second = [q["id"] for q in kept if q["source"] not in seen]
         rows.append(
@@ -152,6 +173,22 @@ def reader_picks(run_dir: Path) -> dict[str, dict[str, bool]]:
     stats = load_run(run_dir).result.exam.guessability  # type: ignore[attr-defined]
     per_item = getattr(stats, "per_item", None) or {}
     return {qid: dict(g.picked_key) for qid, g in per_item.items()}
+
+
+def examiner_probabilities(run_dir: Path) -> dict[str, float]:
+    """item id -> the examiner's closed-book probability on the key (the reader not among
+    `guessability_models`), from the run's guessability stats."""
+    from proctor import load_run
+
+    run = load_run(run_dir)
+    stats = run.result.exam.guessability  # type: ignore[union-attr]
+    others = set(run.config.settings.guessability_models)  # type: ignore[union-attr]
+    out: dict[str, float] = {}
+    for qid, g in (getattr(stats, "per_item", None) or {}).items():
+        mine = {m: p for m, p in g.per_model.items() if m not in others and p is not None}
+        if len(mine) == 1:
+            out[qid] = next(iter(mine.values()))
+    return out
 
 
 def fmt(e: dict[str, Any]) -> str:
@@ -221,7 +258,7 @@ def main() -> None:
         answers[cand.name] = asyncio.run(answer_all(models, cand, exam, args.corpus))
         print(f"{cand.name}: {len(exam)} items in {time.monotonic() - t:.0f} s")
     readers = reader_picks(result.run_dir)
-    rows = table(exam, answers, seen, readers)
+    rows = table(exam, answers, seen, readers, examiner_probabilities(result.run_dir))
     stats = json.loads((result.run_dir / "results.json").read_text())["exam"]
     g = [q["guessability"] for q in exam if q.get("guessability") is not None]
     report = {
