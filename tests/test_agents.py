@@ -783,6 +783,189 @@ def test_function_calling_over_http_against_the_mock_server(tmp_path: Path) -> N
     assert assistant[0]["tool_calls"][0]["function"]["arguments"] == '{"entity": "Sellin Line"}'
 
 
+# --- a reply that only repeats a tool's error message is not the answer ------------------------------------
+
+FC_SEEN: list[list[dict[str, Any]]] = []
+
+
+def _academic() -> Toolbox:
+    from proctor.agents.environments.academic import SHIPPED as ACADEMIC
+    from proctor.agents.environments.database import DatabaseEnvironment
+
+    return Toolbox(DatabaseEnvironment.from_schema(ACADEMIC / "schema.yaml").tools())
+
+
+def _refusal(messages: list[dict[str, Any]]) -> str:
+    return next(
+        m["content"] for m in messages if m["role"] == "tool" and "no entity has the id" in m["content"]
+    )
+
+
+def fc_echo_then_search(messages: list[dict[str, Any]], params: Any) -> Any:
+    """A made-up id, the refusal copied as the reply, then (told so) the search the refusal names."""
+    FC_SEEN.append(list(messages))
+    last = messages[-1]
+    if not any(m["role"] == "tool" for m in messages):
+        return {"tool_calls": [{"name": "getPublication", "arguments": {"id": "12345"}}]}
+    if last["role"] == "tool" and "no entity has the id" in last["content"]:
+        return _refusal(messages)
+    if last["role"] == "user":  # the nudge
+        return {
+            "tool_calls": [{"name": "searchPublication", "arguments": {"name": "peat hydrology at Zatol"}}]
+        }
+    if '"pub015"' in last["content"] and '"year"' not in last["content"]:
+        return {"tool_calls": [{"name": "getPublication", "arguments": {"id": "pub015"}}]}
+    return str(json.loads(last["content"])["year"])
+
+
+def fc_echo_always(messages: list[dict[str, Any]], params: Any) -> Any:
+    FC_SEEN.append(list(messages))
+    if not any(m["role"] == "tool" for m in messages):
+        return {"tool_calls": [{"name": "getPublication", "arguments": {"id": "12345"}}]}
+    return "Sorry: " + _refusal(messages)
+
+
+def fc_answer_sharing_words(messages: list[dict[str, Any]], params: Any) -> Any:
+    if not any(m["role"] == "tool" for m in messages):
+        return {"tool_calls": [{"name": "getPublication", "arguments": {"id": "12345"}}]}
+    return "The publication's id is pub001"
+
+
+register_script("fc-echo-then-search", fc_echo_then_search)
+register_script("fc-echo-always", fc_echo_always)
+register_script("fc-answer-sharing-words", fc_answer_sharing_words)
+
+
+def _fc(name: str) -> Any:
+    from proctor.agents.workflows.function_calling import function_calling
+
+    question = "In which year was 'Mapping seasonal peat hydrology at Zatol' published?"
+    cfg = AgentConfig(workflow="function_calling")
+    return asyncio.run(function_calling(get_model(f"scripted/{name}"), _academic(), question, cfg))
+
+
+def test_function_calling_a_reply_repeating_a_refusal_is_reasked_once() -> None:
+    from proctor.agents.workflows.base import ECHO_NOTE
+
+    FC_SEEN.clear()
+    t = _fc("fc-echo-then-search")
+    assert t.stop == "finished" and t.answer == "2023" and t.interruption is None
+    assert [s.action for s in t.steps] == [
+        "getPublication",
+        None,
+        "searchPublication",
+        "getPublication",
+        None,
+    ]
+    echo = t.steps[1]
+    assert echo.note == ECHO_NOTE and "no entity has the id '12345'" in echo.raw
+    assert t.settings["reasked_tool_message"] == 1
+    # The nudge is a user turn right after the copied reply, quoting the message; rebuilt from the steps,
+    # so every later request carries it in the same place.
+    after = FC_SEEN[2]
+    assert [m["role"] for m in after[-2:]] == ["assistant", "user"] and "tool_calls" not in after[-2]
+    assert "repeats the tool's message" in after[-1]["content"]
+    assert "no entity has the id '12345'" in after[-1]["content"]
+    assert FC_SEEN[-1][: len(after)] == after
+    assert "2023" in t.scratchpad and "no entity has the id" not in t.scratchpad
+
+
+def test_function_calling_replays_the_reask_from_the_call_cache(tmp_path: Path) -> None:
+    from proctor.agents.workflows.function_calling import function_calling
+    from proctor.testing.mock_server import MockServer
+
+    def reply(body: dict[str, Any]) -> Any:
+        out = fc_echo_then_search(body["messages"], None)
+        if isinstance(out, dict):
+            return {"tool_calls": [{"name": c["name"], "arguments": json.dumps(c["arguments"])}
+                                   for c in out["tool_calls"]]}  # fmt: skip
+        return out
+
+    with MockServer(reply=reply) as server:
+
+        async def go() -> tuple[Any, Any]:
+            model = get_model("openai/mock", base_url=server.base_url, cache_dir=tmp_path)
+            cfg = AgentConfig(workflow="function_calling")
+            try:
+                first = await function_calling(model, _academic(), "Which year?", cfg)
+                again = await function_calling(model, _academic(), "Which year?", cfg)
+            finally:
+                await model.aclose()
+            return first, again
+
+        first, again = asyncio.run(go())
+        sent = [
+            r
+            for r in server.requests
+            if r.path.endswith("/chat/completions") and r.body and "Which year?" in json.dumps(r.body)
+        ]  # fmt: skip  (not the tool-support probe)
+    assert first.answer == "2023" and first.steps[1].note and len(first.steps) == 5
+    assert len(sent) == 5 and all(s.cached for s in again.steps)  # the replay sent nothing
+    assert [s.model_dump(exclude={"latency_s", "cached", "tool_calls"}) for s in again.steps] == [
+        s.model_dump(exclude={"latency_s", "cached", "tool_calls"}) for s in first.steps
+    ]
+    assert again.settings == first.settings and again.answer == first.answer
+
+
+def test_function_calling_reasks_a_repeated_refusal_only_once() -> None:
+    FC_SEEN.clear()
+    t = _fc("fc-echo-always")
+    assert t.stop == "finished" and len(t.steps) == 3 and len(FC_SEEN) == 3
+    assert t.answer and t.answer.startswith("Sorry: no entity has the id '12345'")  # the second echo stands
+    assert t.steps[1].note and t.steps[2].note is None and t.settings["reasked_tool_message"] == 1
+
+
+def test_an_answer_sharing_words_with_a_tool_error_is_not_reasked() -> None:
+    from proctor.agents.tools import ToolCall
+    from proctor.agents.trace import AgentStep
+    from proctor.agents.workflows.base import echoed_tool_message
+
+    t = _fc("fc-answer-sharing-words")
+    assert t.answer == "The publication's id is pub001" and len(t.steps) == 2
+    assert t.steps[1].note is None and "reasked_tool_message" not in t.settings
+    refused = AgentStep(
+        index=0,
+        tool_calls=[
+            ToolCall(
+                name="Search", arguments={}, error="refused: Could not find [Ada]. Similar: ['Ada Verrane']."
+            )
+        ],
+    )
+    ok = AgentStep(
+        index=0, tool_calls=[ToolCall(name="Search", arguments={}, result="Could not find it anywhere.")]
+    )
+    assert echoed_tool_message("could not find ADA!", [refused]) is not None
+    assert echoed_tool_message("Could not find [Ada]. Similar: ['Ada Verrane'].", [refused]) is not None
+    assert echoed_tool_message("Ada Verrane", [refused]) is None  # a name the message quotes
+    assert (
+        echoed_tool_message("Ada Verrane could not be found in 1901 or after, says the archive", [refused])
+        is None
+    )
+    assert echoed_tool_message("Could not find it anywhere.", [ok]) is None  # a result, not an error
+    assert echoed_tool_message("", [refused]) is None
+
+
+def test_react_a_finish_repeating_a_refusal_is_answered_with_a_note_once() -> None:
+    from proctor.agents.workflows.base import ECHO_NOTE
+
+    refusal = "No current document: Search for an entity first; Lookup reads in the document found."
+    SCRIPTS["react-echo"] = [
+        "Action: Lookup[made]",
+        f"Action: Finish[{refusal}]",
+        "Action: Search[Tidal glass]",
+        "Action: Lookup[made]",
+        "Action: Finish[1862]",
+    ]
+    SEEN.clear()
+    t = _run(_scripted("react-echo"))
+    assert t.stop == "finished" and t.answer == "1862" and len(t.steps) == 5
+    assert t.steps[1].action == "Finish" and t.steps[1].note == ECHO_NOTE
+    assert "repeats the tool's message" in SEEN[2] and t.settings["reasked_tool_message"] == 1
+    SCRIPTS["react-echo-twice"] = ["Action: Lookup[made]", f"Action: Finish[{refusal}]"]
+    t = _run(_scripted("react-echo-twice"))
+    assert t.stop == "finished" and t.answer == refusal and len(t.steps) == 3  # bounded: the second stands
+
+
 def test_a_python_candidate_in_a_kieval_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Multi-turn protocols hand a Python candidate the conversation; its replies are scored like any."""
     from test_kieval_protocol import write_config

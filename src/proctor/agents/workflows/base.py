@@ -4,6 +4,7 @@ repeated calls) and the journaled model turn."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from proctor.agents.trace import AgentStep, StopReason
 from proctor.errors import ModelCallError, StructuredOutputError
 from proctor.models.base import Model
 from proctor.models.types import Completion, Message
+from proctor.prompts import render_text
 
 
 @dataclass
@@ -85,6 +87,53 @@ def repeats(step: AgentStep, call: ToolCall, earlier: Sequence[AgentStep]) -> bo
         s.action == step.action and s.arguments == step.arguments and call_result(s) == call.observation
         for s in earlier
     )
+
+
+ECHO_PROMPT = "agents/tool_message_echo.user.j2"
+ECHO_NOTE = "the reply repeated a tool's message instead of answering: the model was told so once"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_NOT_WORD = re.compile(r"[^\w]+")
+
+
+def _normalised(text: str) -> str:
+    return _NOT_WORD.sub(" ", text.lower()).strip()
+
+
+def echoed_tool_message(reply: str, earlier: Sequence[AgentStep]) -> str | None:
+    """The tool error or refusal message (as the model read it) that `reply` only repeats, if any.
+
+    Small models answer a refused call ("no entity has the id '12345': pass a publication's id, not a
+    name. Call searchPublication ...") by copying the message; taken as the answer, it scores 0 and hides
+    that the model never looked the answer up. A reply repeats a message when, normalised (case,
+    punctuation, spacing), it holds the message's first sentence or is a large part of the message (at
+    least half its first sentence and four words), and adds few words of its own (at most three, or a
+    quarter of the reply). An answer that merely shares words with a message (a name the message quotes)
+    is neither."""
+    said = _normalised(reply)
+    if not said:
+        return None
+    words = said.split()
+    for step in reversed(earlier):
+        for call in step.tool_calls:
+            if call.error is None:
+                continue
+            message = call.observation
+            whole = _normalised(message)
+            first = _normalised(_SENTENCE_END.split(message.strip(), maxsplit=1)[0])
+            holds = bool(first) and first in said
+            part = said in whole and len(words) >= max(4, len(first.split()) // 2)
+            if not (holds or part):
+                continue
+            known = set(whole.split())
+            extra = [w for w in words if w not in known]
+            if len(extra) <= max(3, len(words) // 4):
+                return message
+    return None
+
+
+def echo_nudge(message: str) -> str:
+    """The user turn telling the model that its reply was the tool's message, not an answer."""
+    return render_text(ECHO_PROMPT, message=message)
 
 
 async def tool_step(step: AgentStep, toolbox: Toolbox, earlier: Sequence[AgentStep]) -> AgentStep:

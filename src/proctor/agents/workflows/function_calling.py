@@ -3,6 +3,13 @@ calls through the one model-call path (cached, retried, accounted); each result 
 message; a reply without tool calls is the answer. Malformed tool-call arguments are returned to the model as
 an error and counted on the step. A model whose server does not do function calling is refused with a
 clear message (rageval marks the system not applicable).
+
+A reply without tool calls that only repeats a tool's error or refusal message of this trajectory
+(`base.echoed_tool_message`) is not taken as the answer: small models answer a refused call ("no entity has
+the id '12345' ... Call searchPublication") by copying it. The model is told once, as a user turn after that
+reply, that it was the tool's message and to call the tool it names or answer (recorded as
+`settings.reasked_tool_message` and the step's `note`); the next reply without tool calls stands, whatever
+it says, so the re-ask is bounded and a model that keeps echoing is still scored on what it said.
 """
 
 from __future__ import annotations
@@ -14,7 +21,14 @@ from proctor.agents.config import AgentConfig
 from proctor.agents.journal import Journal
 from proctor.agents.tools import Toolbox, ToolCall
 from proctor.agents.trace import AgentStep, StopReason, Trajectory
-from proctor.agents.workflows.base import Guard, model_turn, take_turn
+from proctor.agents.workflows.base import (
+    ECHO_NOTE,
+    Guard,
+    echo_nudge,
+    echoed_tool_message,
+    model_turn,
+    take_turn,
+)
 from proctor.errors import UserError
 from proctor.models.base import Model
 from proctor.models.types import Completion, Message
@@ -24,19 +38,26 @@ PROMPT = "agents/function_calling"
 
 
 def _conversation(base: list[Message], steps: list[AgentStep]) -> list[Message]:
-    """The chat so far, rebuilt from the steps (so a replayed trajectory sends the same messages)."""
+    """The chat so far, rebuilt from the steps (so a replayed trajectory sends the same messages). A step
+    without tool calls that is not the last was a reply repeating a tool's message: the nudge follows it."""
     msgs = list(base)
-    for s in steps:
+    for n, s in enumerate(steps):
         calls = [
             {"id": f"call_{s.index}_{i}", "type": "function",
              "function": {"name": c.name, "arguments": str(c.arguments.get("_raw", json.dumps(c.arguments)))}}
             for i, c in enumerate(s.tool_calls)
         ]  # fmt: skip
-        msgs.append({"role": "assistant", "content": s.raw, "tool_calls": calls})
+        turn: Message = {"role": "assistant", "content": s.raw}
+        if calls:  # no `tool_calls: []` on a reply without calls: OpenAI's API refuses an empty list
+            turn["tool_calls"] = calls
+        msgs.append(turn)
         msgs += [
             {"role": "tool", "tool_call_id": f"call_{s.index}_{i}", "content": c.observation}
             for i, c in enumerate(s.tool_calls)
         ]
+        if not s.tool_calls:
+            echoed = echoed_tool_message(s.raw, steps[:n])
+            msgs.append({"role": "user", "content": echo_nudge(echoed or s.raw.strip())})
     return msgs
 
 
@@ -53,11 +74,12 @@ async def function_calling(
     base = render_messages(PROMPT, question=question, choices=choices or [])
     schemas = toolbox.schemas()
     steps: list[AgentStep] = []
+    settings: dict[str, object] = {"action_format": "tool_calls", "tools_note": model.tools_note}
 
     def end(stop: StopReason, detail: str, answer: str | None = None) -> Trajectory:
         return Trajectory(
             workflow="function_calling", answer=answer, stop=stop, steps=steps, detail=detail,
-            settings={"action_format": "tool_calls", "tools_note": model.tools_note},
+            settings=settings,
         )  # fmt: skip
 
     async def act(step: AgentStep, completion: Completion | None) -> AgentStep:
@@ -95,7 +117,12 @@ async def function_calling(
             return end(*stopped)
         step = steps[-1]
         if not step.tool_calls:
-            return end("finished", "a reply without tool calls", step.raw.strip())
+            answer = step.raw.strip()
+            if settings.get("reasked_tool_message") or echoed_tool_message(answer, steps[:-1]) is None:
+                return end("finished", "a reply without tool calls", answer)
+            settings["reasked_tool_message"] = 1  # once per trajectory: the next such reply stands
+            step.note = ECHO_NOTE
+            continue
         problem = guard.after_call(step.action or "", step.arguments, step.observation)
         if problem is not None:
             return end(*problem)

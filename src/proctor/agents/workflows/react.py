@@ -9,7 +9,10 @@ gets an observation naming the valid forms (and counts toward `max_parse_errors`
 earlier step's call with the same result is answered with a note (`base.REPEAT_NOTE`: take another action
 or Finish) instead of the result again; the same call with the same result `repeat_limit` times in a row
 still stops the trajectory (`loop`). The observation of a step never contains a grade of the answer
-(R-Eval's code writes the verdict into the scratchpad, which leaks it into later prompts).
+(R-Eval's code writes the verdict into the scratchpad, which leaks it into later prompts). A `Finish` whose
+answer only repeats a tool's error or refusal message (`base.echoed_tool_message`) is answered, once per
+trajectory, with an observation saying so (`settings.reasked_tool_message`, the step's `note`); the next
+`Finish` stands.
 """
 
 from __future__ import annotations
@@ -30,7 +33,16 @@ from proctor.agents.workflows.actions import (
     read_json_step,
     step_schema,
 )
-from proctor.agents.workflows.base import Guard, call_result, model_turn, take_turn, tool_step
+from proctor.agents.workflows.base import (
+    ECHO_NOTE,
+    Guard,
+    call_result,
+    echo_nudge,
+    echoed_tool_message,
+    model_turn,
+    take_turn,
+    tool_step,
+)
 from proctor.models.base import Model
 from proctor.models.types import Completion
 from proctor.prompts import render_messages
@@ -172,7 +184,15 @@ async def react(
             return end(*stopped)
         step = steps[-1]
         if step.action == "Finish":
-            return end("finished", "Finish", str(step.arguments.get("answer", "")).strip())
+            answer = str(step.arguments.get("answer", "")).strip()
+            echoed = None if settings.get("reasked_tool_message") else echoed_tool_message(answer, steps[:-1])
+            if echoed is None:
+                return end("finished", "Finish", answer)
+            # Finish with a tool's message copied: shown as this step's observation, once per trajectory
+            settings["reasked_tool_message"] = 1
+            step.note, step.observation = ECHO_NOTE, echo_nudge(echoed)
+            guard.parsed_ok()
+            continue
         if step.action is None:
             problem = guard.parse_failed()
         else:
