@@ -139,6 +139,31 @@ def test_bad_options_are_user_errors() -> None:
         get_model("local/qwen2.5-0.5b", cache=False, n_parallel=0)
 
 
+def test_a_configured_timeout_reaches_the_local_server_requests() -> None:
+    """`models.<name>.timeout_s` applies to local/ models too (it used to be dropped, leaving 600 s however
+    long a loaded machine needed); unset, local/ keeps 600 s and openai/ 120 s."""
+    from proctor.config import RunConfig
+    from proctor.runner import build_models
+
+    cfg = RunConfig.model_validate(
+        {
+            "protocol": "qa",
+            "corpus": {"path": "."},
+            "models": {
+                "slow": {"spec": "local/qwen2.5-coder-0.5b", "timeout_s": 3000},
+                "plain": {"spec": "local/qwen2.5-coder-0.5b"},
+                "remote": {"spec": "openai/gpt-x", "base_url": "http://127.0.0.1:9/v1"},
+                "remote_slow": {"spec": "openai/gpt-x", "base_url": "http://127.0.0.1:9/v1", "timeout_s": 30},
+            },
+        }
+    )
+    models = build_models(cfg)
+    assert models["slow"].provider.timeout_s == 3000  # type: ignore[attr-defined]
+    assert models["plain"].provider.timeout_s == 600  # type: ignore[attr-defined]
+    assert models["remote"].provider.timeout_s == 120  # type: ignore[attr-defined]
+    assert models["remote_slow"].provider.timeout_s == 30  # type: ignore[attr-defined]
+
+
 async def test_cached_run_never_starts_the_server(tmp_path: Path) -> None:
     cache = CallCache(tmp_path / "calls.sqlite")
     model = get_model("local/qwen2.5-coder-0.5b", cache=cache, n_parallel=3)

@@ -44,7 +44,9 @@ class ModelConfig(Strict):
     )
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     max_concurrency: int | None = Field(None, ge=1, le=1024)
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float | None = Field(
+        None, gt=0, description="seconds per request; default 120 for openai/, 600 for local/ (slow CPUs)"
+    )
     max_retries: int = Field(4, ge=0, le=20)
     input_price_per_mtok: float = Field(0.0, ge=0)
     output_price_per_mtok: float = Field(0.0, ge=0)
@@ -362,7 +364,8 @@ class RunConfig(Strict):
             try:
                 return EmbedderConfig(
                     spec=m.spec, base_url=m.base_url, api_key_env=m.api_key_env,
-                    timeout_s=m.timeout_s, max_retries=m.max_retries,
+                    max_retries=m.max_retries,
+                    **({"timeout_s": m.timeout_s} if m.timeout_s is not None else {}),
                 )  # fmt: skip
             except ValidationError:
                 raise ValueError(

@@ -68,7 +68,7 @@ def get_model(
     replica_cooldown_s: float = 5.0,
     api_key_env: str | None = None,
     max_concurrency: int | None = None,
-    timeout_s: float = 120.0,
+    timeout_s: float | None = None,
     max_retries: int = 4,
     input_price_per_mtok: float = 0.0,
     output_price_per_mtok: float = 0.0,
@@ -85,7 +85,8 @@ def get_model(
     number of embedded servers of a `local/` model; either way a `ReplicaPool` spreads the calls and
     `max_concurrency` (default: the sum of the replicas' defaults) caps them all together.
     `replica_cooldown_s`: how long a replica that failed with a connection error, timeout or 5xx is
-    left out of rotation."""
+    left out of rotation. `timeout_s`: per request; default 120 s for `openai/`, 600 s for `local/` (CPU
+    generation is slow; a loaded machine needs more)."""
     provider_name, sep, name = spec.partition("/")
     if not sep or not name:
         raise UserError(
@@ -113,7 +114,7 @@ def get_model(
             )
         servers = [
             OpenAICompatProvider(
-                name, base_url=url, api_key_env=api_key_env, timeout_s=timeout_s, where=where
+                name, base_url=url, api_key_env=api_key_env, timeout_s=timeout_s or 120.0, where=where
             )
             for url in (urls or [base_url if isinstance(base_url, str) else DEFAULT_BASE_URL])
         ]
@@ -122,6 +123,8 @@ def get_model(
     elif provider_name == "local":
         from proctor.models.local import local_provider
 
+        if timeout_s is not None:
+            local_options["timeout_s"] = timeout_s
         if replicas is None or replicas == 1:
             provider = local_provider(name, where=where, max_concurrency=max_concurrency, **local_options)
             concurrency = max_concurrency or provider.n_parallel
