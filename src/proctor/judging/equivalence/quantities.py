@@ -59,14 +59,20 @@ _MOLAR = re.compile(r"(?<=\d)(\s*)([nµμpm]?)M\b")
 _BITS = re.compile(r"(?<=\d)(\s*)([KMGT])b\b")
 
 
+_UNIT_IN_PARENTHESES = re.compile(r"(\d)\s*\(\s*([a-zµμ°%]+)\s*\)")
+
+
 def unit_text(text: str) -> str:
     """Lower case, codes blanked (versions, ISO dates, variants: `codes`), "4k" and "75 × 10⁹" as digits,
     molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "Mb" as megabits, "per cent" as
-    "percent", "twenty-five" as "25", multi-word units as one token, number-unit hyphens as spaces."""
+    "percent", "twenty-five" as "25", multi-word units as one token, number-unit hyphens as spaces, a unit
+    in parentheses after a number as its unit ("6 (hours)" as "6 hours")."""
     units = table()
     t = _MOLAR.sub(lambda m: f"{m[1]}{m[2]}mol/l", written_out(mask_codes(text)))
     t = _BITS.sub(lambda m: f"{m[1]}{m[2]}bit", t)
     t = t.lower().replace("per cent", "percent")
+    # A unit named alone in parentheses after a number is that number's unit ("6 (hours)").
+    t = _UNIT_IN_PARENTHESES.sub(lambda m: f"{m[1]} {m[2]}" if m[2] in units.aliases else m[0], t)
     t = units.hyphenated.sub(" ", compounds_as_digits(t))
     for pattern, unit in [*units.phrases, *_IDIOMS]:
         t = pattern.sub(unit, t)

@@ -128,9 +128,13 @@ def missing_quantities(answer: str, reference: str, question: str = "") -> RuleD
             f"the reference names the year {', '.join(sorted(years))}; the answer does not",
             absent=not answer_years,
         )
-    # The same quantity written otherwise ("one day and seven hours" for "31 hours") is stated.
+    # The same quantity written otherwise ("one day and seven hours" for "31 hours") is stated, unless
+    # the answer only repeats it from the question ("1 KiB is 1000 bytes" to "How many bytes is 1 KiB?").
     ref_q = [q for q in quantities(reference) if q.unit]
-    if any(same(q, r) for q in quantities(answer) if q.unit for r in ref_q):
+    asked = [q for q in quantities(question) if q.unit] if question else []
+    if any(
+        same(q, r) for q in quantities(answer) if q.unit and not any(same(q, x) for x in asked) for r in ref_q
+    ):
         return None
     ref_units = {q.unit for q in plain_quantities(reference)}
     stated = [q for q in plain_quantities(answer) if q.unit in ref_units]

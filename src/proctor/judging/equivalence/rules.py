@@ -35,6 +35,9 @@ from proctor.judging.metrics import normalize_answer
 # phrase ("up to 5 consecutive days"), not a sentence whose numbers the answer may go on to change.
 _MAX_NUMERIC_WORDS = 8
 _HEDGED_AMONG_NUMBERS = re.compile(r"\b(?:between|maybe|possibly|perhaps|probably|likely|might)\b")
+# An answer that hedges ("or possibly every second", "depending on the radio") may state another value
+# beside the reference's in words the quantities do not read: no rule is sure of it.
+_HEDGED = re.compile(r"\b(?:maybe|possibly|perhaps|probably|might|depending)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ def numeric_equivalent(p: Pair) -> RuleDecision | None:
     if (
         matches
         and not negated_anywhere(plain)
+        and not _HEDGED.search(p.answer)
         and missing_part(p.answer, p.reference) is None
         and contradicted(p.answer, p.reference, p.question) is None
         and dropped(p.answer, p.reference) is None
