@@ -31,8 +31,7 @@ _CODE = r"\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z][A-Z0-9]+\b"
 _CAPS_THEN_LOWER = r"\b[A-Z]{2,}[a-rt-z]\b"
 _IDENTIFIER = re.compile(
     "|".join(
-        f"(?:{p})"
-        for p in (_CALL, _FLAG, _PATH, _CONSTANT, _SNAKE, _DOTTED, _CAMEL, _CODE, _CAPS_THEN_LOWER)
+        f"(?:{p})" for p in (_CALL, _FLAG, _PATH, _CONSTANT, _SNAKE, _DOTTED, _CAMEL, _CODE, _CAPS_THEN_LOWER)
     )
 )
 _KEBAB = re.compile(r"\s*`?(?P<id>[a-z][a-z0-9]*(?:-[a-z0-9]+)+)`?\s*\.?\s*")

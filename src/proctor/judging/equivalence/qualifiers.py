@@ -70,7 +70,8 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     # Which side of a bound: under it or over it ("not less than" is a minimum, not "below").
     {"below": ("below", "beneath", rf"under(?={_A_NUMBER})", r"<\s*\d+(?:\.\d+)?",
                r"(?<!no\s)(?<!not\s)(?:less|lower|fewer|smaller|weaker|slower|lighter)\s+than"),
-     "above": ("above", rf"over(?={_A_NUMBER})", "exceeds?", "exceeding", r"in\s+excess\s+of", r">\s*\d+(?:\.\d+)?",
+     "above": ("above", rf"over(?={_A_NUMBER})", "exceeds?", "exceeding", r"in\s+excess\s+of",
+               r">\s*\d+(?:\.\d+)?",
                r"(?<!no\s)(?<!not\s)(?:more|greater|higher|larger|stronger|faster|heavier)\s+than")},
     # Which of two limits applies ("2 mg/kg or 160 mg, whichever is lower").
     {"the lower": (r"whichever\s+is\s+(?:lower|less|smaller|lesser|earlier|sooner|shorter)",

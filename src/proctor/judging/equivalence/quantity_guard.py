@@ -360,10 +360,10 @@ def order_changed(answer: str, reference: str) -> RuleDecision | None:
     Measured precision (`bench/rule_precision.py`, twelve sets): 1/1.
     """
     if (found := swapped(answer, reference)) is not None:
-        word, theirs, other = found
+        word, given, other = found
         return RuleDecision(
             "reference_order_changed",
-            f"the reference gives {word} {theirs.value:g}; the answer {other.value:g}",
+            f"the reference gives {word} {given.value:g}; the answer {other.value:g}",
         )
     if not (_THEN.search(answer) and _THEN.search(reference)):
         return None

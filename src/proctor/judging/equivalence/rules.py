@@ -246,7 +246,7 @@ def contains_reference(p: Pair) -> RuleDecision | None:
     when a phrase of up to eight words ("41,300 inhabitants, of whom 18,000 …" for "41,300"; "… studied
     for up to 5 consecutive days; longer use has not been studied" for "Up to 5 consecutive days") and the
     answer does not
-    hedge between numbers ("maybe", "between"), and no qualifier of the answer contrasts with the
+    hedge between numbers ("maybe", "between", "depending"), and no qualifier of the answer contrasts with the
     reference's or the question's ("It increases AUC by 45%" for "45%" to "By how much does X reduce
     AUC?": `qualifiers`). An abbreviation in parentheses stands for the words before it ("a TCP reset
     (RST)" holds "TCP RST": `identifiers.abbreviated`). Identifiers and words with inner punctuation must be
@@ -266,7 +266,10 @@ def contains_reference(p: Pair) -> RuleDecision | None:
         return None
     short = len(words) <= _MAX_NUMERIC_WORDS
     if p.kind == "quantity" and not (
-        stated_numbers(p.reference) and short and not _HEDGED_AMONG_NUMBERS.search(a)
+        stated_numbers(p.reference)
+        and short
+        and not _HEDGED_AMONG_NUMBERS.search(a)
+        and not _HEDGED.search(a)
     ):
         return None
     return RuleDecision("contains_reference", p.r)
