@@ -114,3 +114,10 @@ def test_an_answer_that_only_says_a_command_is_run_restates_the_question() -> No
     reference = "Deletes every cached route at once"
     assert _veto("It runs the netctl cache purge command.", reference, q) == "answer_within_question"
     assert _veto("It deletes the cached routes.", reference, q) is None
+
+
+def test_a_range_writes_its_unit_once_for_both_ends() -> None:
+    assert [(q.value, q.unit) for q in quantities("15–30 °C")] == [(15.0, "°c"), (30.0, "°c")]
+    q = "At what temperature is it stored?"
+    assert _method("59–86 °F", "15–30 °C", q) == "numeric_equivalent"
+    assert _method("59–95 °F", "15–30 °C", q) is None
