@@ -80,8 +80,8 @@ def _missing(answer: str, reference: str, question: str = "") -> RuleDecision | 
     threshold set for Day 1" for "9.0 g/dL"). A multiple of a named value ("1.5 × ULN") is no other
     unit's number: "1.5 mg/dL" for it is vetoed.
 
-    Measured precision (`bench/rule_precision.py`, fifteen sets): 308/310 alone (0.994); 23/24 behind
-    the LLM (0.96).
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, nineteen sets): 374/377 alone
+    (0.992); 23/24 behind the LLM (0.96).
     """
     if (blanked := agreeing(answer, reference)) is not None:
         answer, reference = blanked  # "twice daily" for "every 12 hours": the rate is stated
@@ -357,7 +357,7 @@ def order_changed(answer: str, reference: str) -> RuleDecision | None:
     several-quantity reference but attaches one of its words to another of them ("70% in the urine and
     25% in the feces" for "70% in the feces and 25% in the urine": `attached`).
 
-    Measured precision (`bench/rule_precision.py`, twelve sets): 1/1.
+    Measured precision (`bench/rule_precision.py --exclude biomedical`, nineteen sets): 2/2.
     """
     if (found := swapped(answer, reference)) is not None:
         word, given, other = found
