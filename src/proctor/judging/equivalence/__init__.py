@@ -18,6 +18,7 @@ rules read English only today; another language is another registry entry.
 * `versions` — version strings, which are not numbers; `identifiers` — code identifiers, compared exactly;
   `qualifiers` — contrastive qualifiers ("TCP"/"UDP", "oral"/"intravenous");
 * `rates` — dose frequencies and counted rates, compared by value; `polar` — yes/no answers;
+  `attached` — which words each of several quantities belongs to ("70% in the feces");
 * `rules` — the English rules; `guards` — the English guards; `quantity_guard` — the guard on numbers;
   `exact_guards` — the guards for versions, identifiers and qualifiers; `registry` — `decide` and `veto`.
 """

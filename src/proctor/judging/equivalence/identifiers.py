@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 
 _FLAG = r"(?<![\w-])--?[A-Za-z][\w-]*"
+# A call: a name, dotted perhaps, then "()" ("AcuLink.reconnect()", "flush()"); compared with its case.
+_CALL = r"\b[A-Za-z_][\w.]*\w\(\)"
 _PATH = r"(?<![\w/])(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)*"
 _CONSTANT = r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b"
 _SNAKE = r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"
@@ -28,7 +30,9 @@ _CODE = r"\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z][A-Z0-9]+\b"
 # Capitals and one lower-case letter, not a plural "s": an activated factor ("FXIa", "FVIIa").
 _CAPS_THEN_LOWER = r"\b[A-Z]{2,}[a-rt-z]\b"
 _IDENTIFIER = re.compile(
-    "|".join(f"(?:{p})" for p in (_FLAG, _PATH, _CONSTANT, _SNAKE, _DOTTED, _CAMEL, _CODE, _CAPS_THEN_LOWER))
+    "|".join(
+        f"(?:{p})" for p in (_CALL, _FLAG, _PATH, _CONSTANT, _SNAKE, _DOTTED, _CAMEL, _CODE, _CAPS_THEN_LOWER)
+    )
 )
 _KEBAB = re.compile(r"\s*`?(?P<id>[a-z][a-z0-9]*(?:-[a-z0-9]+)+)`?\s*\.?\s*")
 _BACKTICKED = re.compile(r"`([^`\s]+)`")
@@ -181,7 +185,7 @@ def substituted(answer: str, reference: str, question: str = "") -> tuple[str, s
 def aside(reference: str, identifier: str) -> bool:
     """The identifier stands only inside parentheses, after a quantity the reference states outside them
     ("64 KiB (ProducerConfig.setBatchBytes())"): where the value is set, side detail to the answer."""
-    outside = re.sub(r"\((?:[^()]|\([^()]*\))*\)", " ", reference)
+    outside = re.sub(r"\((?:[^()]|\([^()]*\))+\)", " ", reference)  # not a call's "()"
     return bool(re.search(r"\d", outside)) and identifier not in identifiers(outside)
 
 

@@ -1,6 +1,7 @@
 """Contrastive qualifiers: words of a closed set whose members exclude each other ("UDP" or "TCP",
 "intravenous" or "oral", "per day" or "per dose", "per second" or "per minute", "once" or "twice" daily,
-"before" or "after", the same dose or a lower one). A reference that names one
+"before" or "after", the same dose or a lower one, below or above a bound, whichever is lower or
+higher). A reference that names one
 member and an answer that names another of its set instead ("TCP 7420" for "UDP port 7420") state
 different facts however equal their numbers: `numeric_equivalent` does not credit such an answer and the
 guard `reference_qualifier_contradicted` vetoes it. An answer that names both members ("UDP, not TCP") is
@@ -23,6 +24,11 @@ _EACH = r"(?:per|each|every)"
 _A_PERIOD = r"(?=\s+(?:an?|per|each|every|daily|nightly|weekly|monthly|yearly|hourly)\b)"
 # A period that recurs: a treatment cycle, a day, a week.
 _PERIOD = r"(?:cycle|day|week|month|year|period|session|course)s?"
+# A number after "under" or "over" ("under six hours"), which makes them bounds, not places.
+_A_NUMBER = (
+    r"\s+(?:\d|a\s+(?:half|quarter|third|dozen|hundred|thousand)\b|half\b|one\b|two\b|three\b|four\b|five\b|six\b|"
+    r"seven\b|eight\b|nine\b|ten\b|eleven\b|twelve\b|fifteen\b|twenty\b|thirty\b|forty\b|fifty\b|hundred\b)"
+)
 # Each contrast: member → its spellings (regular expressions, lower case, read as whole words).
 CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {"tcp": ("tcp",), "udp": ("udp",)},
@@ -61,6 +67,17 @@ CONTRASTS: tuple[Mapping[str, tuple[str, ...]], ...] = (
     },
     {"minimum": ("minimum", "at least", "lowest", r"no\s+(?:less|fewer|earlier|sooner)\s+than"),
      "maximum": ("maximum", "at most", "highest", r"(?:no|not)\s+more\s+than")},
+    # Which side of a bound: under it or over it ("not less than" is a minimum, not "below").
+    {"below": ("below", "beneath", rf"under(?={_A_NUMBER})", r"<\s*\d+(?:\.\d+)?",
+               r"(?<!no\s)(?<!not\s)(?:less|lower|fewer|smaller|weaker|slower|lighter)\s+than"),
+     "above": ("above", rf"over(?={_A_NUMBER})", "exceeds?", "exceeding", r"in\s+excess\s+of",
+               r">\s*\d+(?:\.\d+)?",
+               r"(?<!no\s)(?<!not\s)(?:more|greater|higher|larger|stronger|faster|heavier)\s+than")},
+    # Which of two limits applies ("2 mg/kg or 160 mg, whichever is lower").
+    {"the lower": (r"whichever\s+is\s+(?:lower|less|smaller|lesser|earlier|sooner|shorter)",
+                   r"the\s+(?:lower|lesser|smaller)\s+of"),
+     "the higher": (r"whichever\s+is\s+(?:higher|greater|larger|more|later|longer)",
+                    r"the\s+(?:higher|greater|larger)\s+of")},
     {"before": ("before", "prior to"), "after": ("after", rf"following(?!\s+{_PERIOD})")},
     # Which period: the same one, the one after it or the one before ("day 3 of the following cycle").
     {"same period": (rf"(?:same|current|this)\s+{_PERIOD}",),

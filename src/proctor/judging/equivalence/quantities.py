@@ -59,18 +59,29 @@ _MOLAR = re.compile(r"(?<=\d)(\s*)([nµμpm]?)M\b")
 _BITS = re.compile(r"(?<=\d)(\s*)([KMGT])b\b")
 
 
+_RANGE_UNIT = re.compile(rf"(?<![\w.])({NUM})(\s*(?:[–—]|to)\s*)({NUM})\s*(°[cf]|[µμ]?[a-z%]+)(?![\w/])")
+_UNIT_IN_PARENTHESES = re.compile(r"(\d)\s*\(\s*([a-zµμ°%]+)\s*\)")
+
+
 def unit_text(text: str) -> str:
     """Lower case, codes blanked (versions, ISO dates, variants: `codes`), "4k" and "75 × 10⁹" as digits,
     molar units as amounts per litre ("0.38 nM" as "0.38 nmol/l"), "Mb" as megabits, "per cent" as
-    "percent", "twenty-five" as "25", multi-word units as one token, number-unit hyphens as spaces."""
+    "percent", "twenty-five" as "25", multi-word units as one token, number-unit hyphens as spaces, a unit
+    in parentheses after a number as its unit ("6 (hours)" as "6 hours"), a range's unit on both ends
+    ("20–25 °C" as "20 °c–25 °c")."""
     units = table()
     t = _MOLAR.sub(lambda m: f"{m[1]}{m[2]}mol/l", written_out(mask_codes(text)))
     t = _BITS.sub(lambda m: f"{m[1]}{m[2]}bit", t)
     t = t.lower().replace("per cent", "percent")
+    # A unit named alone in parentheses after a number is that number's unit ("6 (hours)").
+    t = _UNIT_IN_PARENTHESES.sub(lambda m: f"{m[1]} {m[2]}" if m[2] in units.aliases else m[0], t)
     t = units.hyphenated.sub(" ", compounds_as_digits(t))
     for pattern, unit in [*units.phrases, *_IDIOMS]:
         t = pattern.sub(unit, t)
-    return t
+    # A range writes its unit once, after its upper end ("20–25 °c"): the lower end has it too.
+    return _RANGE_UNIT.sub(
+        lambda m: f"{m[1]} {m[4]}{m[2]}{m[3]} {m[4]}" if m[4] in units.aliases else m[0], t
+    )
 
 
 QUANTITY = re.compile(
