@@ -232,6 +232,30 @@ def test_pal_runs_the_real_tool_when_the_program_defines_a_stand_in() -> None:
     assert t.settings["action_format"] == "code"
 
 
+def pal_only_stand_ins(messages: list[Message], params: GenerationParams) -> str:
+    """Programs of nothing but a stand-in (the 1.5B on the demo, cut off before any call), until the prompt
+    says the functions exist; then a program that calls the tool."""
+    if "already exist" in messages[-1]["content"]:
+        return "```python\nanswer = lookup_year(name='tidal glass')\n```"
+    return "```python\nimport sqlite3\n\ndef lookup_year(name):\n    return '1900'\n```"
+
+
+register_script("pal-only-stand-ins", pal_only_stand_ins)
+
+
+def test_pal_a_program_of_only_stand_ins_is_told_the_functions_exist() -> None:
+    from proctor.agents.sandbox import probe_tier
+    from proctor.agents.workflows.pal import pal
+
+    if probe_tier().tier == "none":
+        pytest.skip("no sandbox on this machine")
+    box = Toolbox([tool(lookup_year)])
+    t = asyncio.run(pal(get_model("scripted/pal-only-stand-ins"), box, "When?", AgentConfig(workflow="pal")))
+    assert t.steps[0].error and "only defined lookup_year itself" in t.steps[0].error
+    assert "lookup_year(name='...')" in t.steps[0].error  # how to call it
+    assert t.stop == "finished" and t.answer == "1862" and len(t.steps) == 2
+
+
 # --- tool calls written as text (the embedded models) -----------------------------------------------------
 
 

@@ -171,7 +171,16 @@ async def pal(
             step.observation = f"answer = {result.answer}"
         else:
             tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
-            step.error = f"program_{result.cause}: {tail[0] if tail else 'no answer'}"
+            why = tail[0] if tail else "no answer"
+            if dropped and not result.tool_calls and not tail:
+                # What is left after the stand-ins went is shown as "the earlier program"; without this the
+                # model cannot tell why it did nothing, and writes the same definitions again.
+                names = ", ".join(dict.fromkeys(dropped))
+                why = (
+                    f"no answer: the program only defined {names} itself (removed: these functions already "
+                    f"exist) and never called them; write no definitions, call them, e.g. {example}"
+                )
+            step.error = f"program_{result.cause}: {why}"
             step.observation = step.error
         return step
 
